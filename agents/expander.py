@@ -1,0 +1,75 @@
+"""The expander interface: one idea applied to one parent commit, a new commit out."""
+
+from __future__ import annotations
+
+import enum
+from pathlib import Path
+from typing import Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class IdeaBrief(BaseModel):
+    """The idea as an expander sees it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    idea_id: str = Field(description="Ledger id of the idea.")
+    text: str = Field(description="The idea in words.")
+    source: str = Field(description="'library', 'human', 'researcher'...")
+    targets: dict[str, str | None] = Field(
+        default_factory=dict, description="Tunable settings asked for (None: change it)."
+    )
+    quality: float = Field(default=0.5, description="Rubric score q of the idea.")
+
+
+class ExpansionRequest(BaseModel):
+    """Everything an expander needs for one step."""
+
+    model_config = ConfigDict(frozen=True)
+
+    repo_path: Path = Field(description="The run's candidate repository.")
+    worktree_root: Path = Field(description="Where per-expansion worktrees are created.")
+    parent_sha: str = Field(description="Commit to branch from (the declared parent).")
+    branch: str = Field(description="Branch name to create for the new commit.")
+    candidate_file: str = Field(description="The candidate module inside the tree.")
+    idea: IdeaBrief = Field(description="The idea to implement.")
+    constraints: list[str] = Field(default_factory=list, description="Active CONSTRAINT texts.")
+    donor_shas: list[str] = Field(
+        default_factory=list, description="Good candidates available for recombination."
+    )
+    known_trees: list[str] = Field(
+        default_factory=list, description="Tree shas already in the ledger (avoid duplicates)."
+    )
+    seed: int = Field(description="Seed of this expansion's random choices.")
+
+
+class ExpansionOutcome(enum.StrEnum):
+    """How an expansion ended."""
+
+    COMMITTED = "committed"
+    NO_CHANGE = "no_change"
+    FAILED = "failed"
+
+
+class ExpansionResult(BaseModel):
+    """What the expander produced."""
+
+    model_config = ConfigDict(frozen=True)
+
+    outcome: ExpansionOutcome = Field(description="Committed, nothing new, or failed.")
+    agent: str = Field(description="Which expander produced it.")
+    sha: str | None = Field(default=None, description="The new commit.")
+    tree_sha: str | None = Field(default=None, description="Its git tree.")
+    message: str = Field(default="", description="Commit message, or why nothing was made.")
+    prompt_hash: str | None = Field(default=None, description="Template hash behind the text.")
+    wall_s: float = Field(default=0.0, description="Time spent.")
+
+
+class Expander(Protocol):
+    """Parent commit + idea in, commit out (in its own worktree branched from the parent)."""
+
+    name: str
+
+    def expand(self, request: ExpansionRequest) -> ExpansionResult:
+        """Implement the idea on the parent and commit, or say why not."""

@@ -1,0 +1,213 @@
+"""The offline expander: a real search operator over declared tunables, committing like an LLM."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import git
+import numpy as np
+
+from agents.expander import ExpansionOutcome, ExpansionRequest, ExpansionResult
+from agents.mutation import (
+    ChangeReason,
+    OperatorSettings,
+    TunableChange,
+    describe_changes,
+    enforce_forbidden,
+    propose_variant,
+)
+from agents.tunables import TunablesError, read_docs, read_space, read_tunables, write_tunables
+from prompts import render_prompt
+
+AGENT_NAME = "offline"
+_STOPWORDS = frozenset({"the", "and", "with", "for", "instead", "use", "try", "into", "one", "of"})
+_FORBID_TUNABLE = re.compile(r"^\s*forbid\s+(?P<name>\w+)=(?P<value>\S+)\s*$")
+
+
+def _stem(word: str) -> str:
+    return word[:5]
+
+
+def _tokens(text: str) -> set[str]:
+    words = re.findall(r"[a-z0-9]+", text.lower())
+    return {_stem(w) for w in words if len(w) >= 3 and w not in _STOPWORDS}
+
+
+def interpret_idea(text: str, space: Mapping[str, Sequence[str]]) -> dict[str, str | None]:
+    """Map free idea text onto tunables: the best-matching names and, where named, a value."""
+    words = _tokens(text)
+    scored: dict[str, tuple[int, str | None]] = {}
+    for name, values in space.items():
+        score = len(_tokens(name.replace("_", " ")) & words)
+        best_value, best_hits = None, 0
+        for value in values[1:] if len(values) > 1 else values:
+            hits = len(_tokens(value.replace("_", " ")) & words)
+            if hits > best_hits:
+                best_value, best_hits = value, hits
+        if score + best_hits:
+            scored[name] = (score + best_hits, best_value)
+    if not scored:
+        return {}
+    top = max(score for score, _ in scored.values())
+    return {name: value for name, (score, value) in scored.items() if score == top}
+
+
+def forbidden_settings(constraints: Sequence[str]) -> set[tuple[str, str]]:
+    """The 'forbid TUNABLE=VALUE' constraints as (name, value) pairs."""
+    pairs = set()
+    for text in constraints:
+        match = _FORBID_TUNABLE.match(text)
+        if match:
+            pairs.add((match["name"], match["value"]))
+    return pairs
+
+
+def _changes_text(changes: list[TunableChange], docs: Mapping[str, str]) -> str:
+    return "\n".join(
+        f"- {c.name}: {c.old} -> {c.new} ({c.reason}; {docs.get(c.name, '')})" for c in changes
+    )
+
+
+def _prediction(changes: list[TunableChange], quality: float) -> str:
+    risky = [c.name for c in changes if "precision" in c.name or c.new in ("tanh", "bf16", "fp16")]
+    risk = f" Numerical risk from {', '.join(risky)}: the gate decides." if risky else ""
+    return (
+        f"faster than the parent where the changed path is on the critical path; "
+        f"prior chance of a measurable win {quality:.0%}.{risk}"
+    )
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What one expansion works from: the parent's source and tunables, the idea's targets."""
+
+    request: ExpansionRequest
+    source: str
+    parent: dict[str, str]
+    space: dict[str, list[str]]
+    docs: dict[str, str]
+    targets: dict[str, str | None]
+    donors: list[dict[str, str]]
+
+
+def _message_variables(plan: _Plan, changes: list[TunableChange]) -> dict[str, str]:
+    idea = plan.request.idea
+    recombined = any(c.reason == ChangeReason.RECOMBINE for c in changes)
+    return {
+        "title": f"{idea.idea_id}: " + ", ".join(f"{c.name}={c.new}" for c in changes),
+        "idea_text": idea.text
+        + ("" if plan.targets else " (matched no declared tunable: explored at random)"),
+        "hypothesis": "; ".join(
+            f"{c.name} -> {c.new}: {plan.docs.get(c.name, '')}" for c in changes
+        ),
+        "prediction": _prediction(changes, idea.quality),
+        "changes": _changes_text(changes, plan.docs),
+        "parent_sha": plan.request.parent_sha,
+        "operator": "idea-guided mutation" + (" + recombination" if recombined else ""),
+    }
+
+
+class OfflineExpander:
+    """Mutation and recombination of the candidate's declared tunables, guided by the idea."""
+
+    name = AGENT_NAME
+
+    def __init__(self, settings: OperatorSettings | None = None, max_attempts: int = 24) -> None:
+        self.settings = settings or OperatorSettings()
+        self.max_attempts = max_attempts
+
+    def expand(self, request: ExpansionRequest) -> ExpansionResult:
+        """Commit one novel variant of the parent on request.branch, or say why not."""
+        started = time.monotonic()
+        repo = git.Repo(request.repo_path)
+        try:
+            source = repo.git.show(f"{request.parent_sha}:{request.candidate_file}")
+            parent, space, docs = read_tunables(source), read_space(source), read_docs(source)
+        except (git.GitCommandError, TunablesError) as exc:
+            return self._result(ExpansionOutcome.FAILED, f"cannot read the parent: {exc}", started)
+        plan = _Plan(
+            request=request,
+            source=source,
+            parent=parent,
+            space=space,
+            docs=docs,
+            targets=dict(request.idea.targets) or interpret_idea(request.idea.text, space),
+            donors=self._donors(repo, request),
+        )
+        worktree = request.worktree_root / request.branch.replace("/", "-")
+        _remove_worktree(repo, worktree)
+        repo.git.worktree("add", "--detach", str(worktree), request.parent_sha)
+        try:
+            return self._commit_novel(plan, worktree, started)
+        finally:
+            _remove_worktree(repo, worktree)
+
+    def _donors(self, repo: git.Repo, request: ExpansionRequest) -> list[dict[str, str]]:
+        donors = []
+        for sha in request.donor_shas:
+            if sha == request.parent_sha:
+                continue
+            try:
+                donors.append(read_tunables(repo.git.show(f"{sha}:{request.candidate_file}")))
+            except (git.GitCommandError, TunablesError):
+                continue  # a donor whose code no longer declares tunables simply does not donate
+        return donors
+
+    def _commit_novel(self, plan: _Plan, worktree: Path, started: float) -> ExpansionResult:
+        request = plan.request
+        rng = np.random.default_rng(request.seed)
+        forbidden = forbidden_settings(request.constraints)
+        known = set(request.known_trees)
+        tree_repo = git.Repo(worktree)
+        for _ in range(self.max_attempts):
+            variant = propose_variant(
+                plan.parent, plan.space, plan.targets, plan.donors, rng, self.settings
+            )
+            child = enforce_forbidden(variant.tunables, plan.parent, plan.space, forbidden)
+            if child == plan.parent:
+                continue
+            (worktree / request.candidate_file).write_text(write_tunables(plan.source, child))
+            tree_repo.index.add([request.candidate_file])
+            tree_sha = tree_repo.git.write_tree()
+            if tree_sha in known:
+                continue
+            changes = describe_changes(plan.parent, child, variant.reasons)
+            prompt = render_prompt("offline_commit", _message_variables(plan, changes))
+            actor = git.Actor("ratchet offline expander", "offline@ratchet.invalid")
+            commit = tree_repo.index.commit(prompt.text, author=actor, committer=actor)
+            git.Repo(request.repo_path).create_head(request.branch, commit.hexsha)
+            return ExpansionResult(
+                outcome=ExpansionOutcome.COMMITTED,
+                agent=AGENT_NAME,
+                sha=commit.hexsha,
+                tree_sha=tree_sha,
+                message=prompt.text,
+                prompt_hash=prompt.template_hash,
+                wall_s=time.monotonic() - started,
+            )
+        return self._result(
+            ExpansionOutcome.NO_CHANGE,
+            f"no novel variant of {request.parent_sha[:10]} for idea {request.idea.idea_id!r} "
+            f"in {self.max_attempts} attempts (every proposal was the parent or already known)",
+            started,
+        )
+
+    def _result(self, outcome: ExpansionOutcome, message: str, started: float) -> ExpansionResult:
+        return ExpansionResult(
+            outcome=outcome, agent=AGENT_NAME, message=message, wall_s=time.monotonic() - started
+        )
+
+
+def _remove_worktree(repo: git.Repo, path: Path) -> None:
+    """Remove a (possibly stale) worktree left by an earlier, interrupted expansion."""
+    if path.exists():
+        try:
+            repo.git.worktree("remove", "--force", str(path))
+        except git.GitCommandError:
+            shutil.rmtree(path, ignore_errors=True)
+    repo.git.worktree("prune")

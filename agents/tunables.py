@@ -1,0 +1,62 @@
+"""Reading and rewriting a candidate's declared tunables (the TUNABLES block)."""
+
+from __future__ import annotations
+
+import ast
+
+BLOCK_START = "# --- ratchet:tunables"
+BLOCK_END = "# --- end ratchet:tunables ---"
+
+
+class TunablesError(ValueError):
+    """A candidate whose tunables cannot be read or rewritten."""
+
+
+def _literal(source: str, name: str) -> object:
+    tree = ast.parse(source)
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == name for t in node.targets
+        ):
+            return ast.literal_eval(node.value)
+    raise TunablesError(f"the candidate defines no literal {name} at module level")
+
+
+def read_tunables(source: str) -> dict[str, str]:
+    """The TUNABLES dict of a candidate source."""
+    value = _literal(source, "TUNABLES")
+    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+        raise TunablesError("TUNABLES must be a dict of str -> str")
+    return {str(k): v for k, v in value.items()}
+
+
+def read_space(source: str) -> dict[str, list[str]]:
+    """Allowed values of every tunable (TUNABLE_SPACE[name]['values'])."""
+    value = _literal(source, "TUNABLE_SPACE")
+    if not isinstance(value, dict):
+        raise TunablesError("TUNABLE_SPACE must be a dict")
+    return {str(k): list(v["values"]) for k, v in value.items()}
+
+
+def read_docs(source: str) -> dict[str, str]:
+    """One-line description of every tunable."""
+    value = _literal(source, "TUNABLE_SPACE")
+    assert isinstance(value, dict)
+    return {str(k): str(v.get("doc", "")) for k, v in value.items()}
+
+
+def write_tunables(source: str, tunables: dict[str, str]) -> str:
+    """Replace the body of the TUNABLES block, keeping everything else byte for byte."""
+    start = source.find(BLOCK_START)
+    end = source.find(BLOCK_END)
+    if start < 0 or end < start:
+        raise TunablesError(
+            f"the candidate has no tunables block ({BLOCK_START!r} ... {BLOCK_END!r})"
+        )
+    header_end = source.index("\n", start) + 1
+    body = "TUNABLES = {\n" + "".join(f"    {k!r}: {v!r},\n" for k, v in tunables.items()) + "}\n"
+    body = body.replace("'", '"')
+    rewritten = source[:header_end] + body + source[end:]
+    if read_tunables(rewritten) != tunables:
+        raise TunablesError("rewriting the tunables block did not round-trip")
+    return rewritten

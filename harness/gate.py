@@ -1,0 +1,83 @@
+"""The correctness gate: the organizer comparator over the whole output, plus type checks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from harness.models import TrialResult
+from kernels.workload import Comparator, Tolerance, TrialSpec
+
+
+def check_output_type(out: Any, ref: torch.Tensor) -> str | None:
+    """A plain tensor of the reference's shape, dtype and device, or the reason it is not."""
+    if type(out) is not torch.Tensor:
+        kind = f"{type(out).__module__}.{type(out).__qualname__}"
+        return f"output is {kind}, not a plain torch.Tensor"
+    if out.shape != ref.shape:
+        return f"output shape {tuple(out.shape)} != reference shape {tuple(ref.shape)}"
+    if out.dtype != ref.dtype:
+        return f"output dtype {out.dtype} != reference dtype {ref.dtype}"
+    if out.device != ref.device:
+        return f"output device {out.device} != reference device {ref.device}"
+    return None
+
+
+def count_failures(
+    out: torch.Tensor, ref: torch.Tensor, tol: Tolerance
+) -> tuple[int, float | None]:
+    """Elements failing finite(ref) & finite(out) & (abs < atol | abs < rtol*|ref|)."""
+    o = out.detach().float()
+    r = ref.detach().float()
+    err = (o - r).abs()
+    bound = r.abs() * tol.rtol
+    if tol.comparator is Comparator.STRICT:
+        within = (err < tol.atol) | (err < bound)
+    else:
+        within = (err <= tol.atol) | (err <= bound)
+    good = torch.isfinite(o) & torch.isfinite(r) & within
+    failed = int((~good).sum().item())
+    finite = torch.isfinite(err)
+    max_abs = float(err[finite].max().item()) if bool(finite.any()) else None
+    return failed, max_abs
+
+
+def judge_trial(
+    trial: TrialSpec, out: Any, ref: torch.Tensor, tol: Tolerance, problem: str | None = None
+) -> TrialResult:
+    """One trial's verdict: a type problem or any failing element fails it."""
+    total = int(ref.numel())
+    problem = problem or check_output_type(out, ref)
+    if problem is not None:
+        return TrialResult(
+            trial=trial,
+            passed=False,
+            failed_elements=total,
+            total_elements=total,
+            max_abs_error=None,
+            problem=problem,
+        )
+    failed, max_abs = count_failures(out, ref, tol)
+    return TrialResult(
+        trial=trial,
+        passed=failed == 0,
+        failed_elements=failed,
+        total_elements=total,
+        max_abs_error=max_abs,
+    )
+
+
+def inputs_unchanged(inputs: tuple[Any, ...], pristine: tuple[Any, ...]) -> bool:
+    """Bit-exact comparison of the inputs after the candidate ran with untouched copies."""
+    for now, before in zip(inputs, pristine, strict=True):
+        if isinstance(before, torch.Tensor):
+            if not isinstance(now, torch.Tensor) or now.shape != before.shape:
+                return False
+            same = now.dtype == before.dtype and torch.equal(
+                now.view(torch.uint8) if now.dtype != torch.bool else now,
+                before.view(torch.uint8) if before.dtype != torch.bool else before,
+            )
+            if not same:
+                return False
+    return True

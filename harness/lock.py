@@ -1,0 +1,76 @@
+"""Per-device exclusive lock, held for the judge subprocess's whole life."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+import time
+from pathlib import Path
+from types import TracebackType
+
+
+class DeviceBusyError(TimeoutError):
+    """The device lock could not be taken in time."""
+
+
+def device_key(device: str) -> str:
+    """File-name-safe key of a device: 'cpu', 'cuda-0', ..."""
+    if device in ("cuda", "cuda:0"):
+        return "cuda-0"
+    return re.sub(r"[^A-Za-z0-9_-]", "-", device)
+
+
+class DeviceLock:
+    """An flock on a per-device file; the judge child inherits the descriptor, so the lock lasts
+    until the child is gone even if the parent dies first."""
+
+    def __init__(self, lock_dir: Path, device: str) -> None:
+        self.path = lock_dir / f"ratchet-{device_key(device)}.lock"
+        self._fd: int | None = None
+
+    @property
+    def fd(self) -> int:
+        """The locked descriptor (to pass to the child)."""
+        if self._fd is None:
+            raise RuntimeError(f"device lock {self.path} is not held")
+        return self._fd
+
+    def acquire(self, timeout_s: float, poll_s: float = 0.05) -> None:
+        """Take the lock, waiting up to timeout_s; DeviceBusyError names the lock file."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    os.close(fd)
+                    raise DeviceBusyError(
+                        f"device lock {self.path} is held by another evaluation for more than "
+                        f"{timeout_s:.0f} s; wait for it or raise the lock timeout"
+                    ) from None
+                time.sleep(poll_s)
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self._fd = fd
+
+    def release(self) -> None:
+        """Drop our descriptor (the lock ends once no process holds it)."""
+        if self._fd is not None:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None
+
+    def __enter__(self) -> DeviceLock:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.release()

@@ -1,0 +1,171 @@
+"""The judge's typed boundary: evaluation requests, outcomes and structured results."""
+
+from __future__ import annotations
+
+import enum
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from kernels.workload import TrialSpec
+
+
+class Outcome(enum.StrEnum):
+    """What happened to one evaluation (never an exception: exceptions are infrastructure)."""
+
+    PASSED = "passed"
+    INCORRECT = "incorrect"
+    COMPILE_ERROR = "compile_error"
+    RUNTIME_ERROR = "runtime_error"
+    TIMEOUT = "timeout"
+    NO_RESULT = "no_result"
+    NO_RUN = "no_run"
+    STATIC_REJECTED = "static_rejected"
+
+
+class ArmKind(enum.StrEnum):
+    """Where an arm's code comes from."""
+
+    REFERENCE = "reference"
+    MODULE = "module"
+
+
+class ArmSpec(BaseModel):
+    """One implementation taking part in an evaluation."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str = Field(description="Arm name: 'candidate', 'parent', 'frontier', 'baseline'...")
+    kind: ArmKind = Field(description="The workload reference, or a candidate module on disk.")
+    module_path: str | None = Field(
+        default=None, description="Absolute path of the candidate module (kind=module)."
+    )
+    entry_point: str | None = Field(
+        default=None, description="Class to instantiate from the module (kind=module)."
+    )
+    commit_sha: str | None = Field(default=None, description="Commit the code came from.")
+
+    @model_validator(mode="after")
+    def _module_arms_name_a_file(self) -> ArmSpec:
+        if self.kind is ArmKind.MODULE and not (self.module_path and self.entry_point):
+            raise ValueError(f"arm {self.name!r}: a module arm needs module_path and entry_point")
+        return self
+
+
+class TimingPlan(BaseModel):
+    """How long and how finely to time (interleaved ABBA rounds, stop on precision)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    warmup_calls: int = Field(default=3, ge=1, description="Untimed calls per arm first.")
+    target_block_s: float = Field(
+        default=0.005, gt=0, description="Each timed block runs enough calls to last this long."
+    )
+    min_rounds: int = Field(default=6, ge=3, description="Rounds before stopping is considered.")
+    max_rounds: int = Field(default=40, ge=3, description="Hard cap on rounds per config.")
+    budget_s: float = Field(default=3.0, gt=0, description="Timing wall-time cap per config.")
+    target_half_width: float = Field(
+        default=0.02, gt=0, description="Stop once every CI half-width (log-ratio) is below this."
+    )
+    bootstrap_resamples: int = Field(default=2000, ge=100, description="Bootstrap resamples.")
+
+
+class EvaluationRequest(BaseModel):
+    """Everything the judge subprocess needs; written to disk by the parent."""
+
+    evaluation_id: str = Field(description="Unique id, e.g. '<sha>:sweep'.")
+    workload: str = Field(description="Workload registry name or 'module:factory' plug-in.")
+    device: str = Field(description="'cpu' or 'cuda' / 'cuda:N'.")
+    config_ids: list[str] = Field(min_length=1, description="Configurations to evaluate.")
+    arms: list[ArmSpec] = Field(min_length=1, description="Implementations taking part.")
+    judged_arm: str = Field(default="candidate", description="The arm whose correctness is gated.")
+    trials: list[TrialSpec] = Field(min_length=1, description="Correctness trials per config.")
+    timing: TimingPlan | None = Field(default=None, description="None: correctness only.")
+    config_weights: dict[str, float] = Field(
+        default_factory=dict, description="Weights of configs in the aggregate (default 1)."
+    )
+    seed: int = Field(default=0, description="Seed for round order and the bootstrap.")
+    torch_threads: int | None = Field(default=None, description="CPU intra-op threads.")
+
+    @model_validator(mode="after")
+    def _arms_are_consistent(self) -> EvaluationRequest:
+        names = [arm.name for arm in self.arms]
+        if len(set(names)) != len(names):
+            raise ValueError(f"arm names must be unique, got {names}")
+        if self.judged_arm not in names:
+            raise ValueError(f"judged arm {self.judged_arm!r} is not among the arms {names}")
+        return self
+
+
+class TrialResult(BaseModel):
+    """Correctness of one trial on one config."""
+
+    trial: TrialSpec = Field(description="How the inputs were drawn.")
+    passed: bool = Field(description="True only with zero failing elements and no problem.")
+    failed_elements: int = Field(description="Elements outside the tolerance (or non-finite).")
+    total_elements: int = Field(description="Elements compared.")
+    max_abs_error: float | None = Field(description="Largest |out - ref| over finite elements.")
+    problem: str | None = Field(
+        default=None, description="Why it failed before comparison (shape, dtype, mutation...)."
+    )
+
+
+class ArmTiming(BaseModel):
+    """Raw timing of one arm on one config."""
+
+    arm: str = Field(description="Arm name.")
+    calls_per_block: int = Field(description="Calls timed together per sample.")
+    samples_ns: list[float] = Field(description="Per-call time of each block, in order (ns).")
+    median_ns: float = Field(description="Median of samples_ns.")
+
+
+class RatioStats(BaseModel):
+    """Paired speed ratio other_time / arm_time (>1: the arm is faster) with a bootstrap CI."""
+
+    arm: str = Field(description="The arm being judged (usually 'candidate').")
+    other: str = Field(description="The arm it is compared with.")
+    median: float = Field(description="exp(median of paired per-round log ratios).")
+    ci_low: float = Field(description="Lower end of the 95% bootstrap CI.")
+    ci_high: float = Field(description="Upper end of the 95% bootstrap CI.")
+    rounds: int = Field(description="Paired rounds behind the estimate.")
+
+
+class ConfigResult(BaseModel):
+    """Everything measured on one configuration."""
+
+    config_id: str = Field(description="Configuration id.")
+    trials: list[TrialResult] = Field(default_factory=list, description="Correctness trials.")
+    timings: list[ArmTiming] = Field(default_factory=list, description="Per-arm raw timing.")
+    ratios: list[RatioStats] = Field(default_factory=list, description="Paired comparisons.")
+    rounds: int = Field(default=0, description="ABBA rounds timed.")
+
+    @property
+    def correct(self) -> bool:
+        """All trials passed (and there was at least one)."""
+        return bool(self.trials) and all(t.passed for t in self.trials)
+
+
+class EvaluationResult(BaseModel):
+    """The judge's structured answer; anything missing or malformed is a failed experiment."""
+
+    evaluation_id: str = Field(description="Echo of the request id.")
+    nonce: str = Field(description="Echo of the secret the parent passed on stdin.")
+    outcome: Outcome = Field(description="What happened.")
+    message: str = Field(default="", description="Human explanation, traceback tail on errors.")
+    configs: list[ConfigResult] = Field(default_factory=list, description="Per-config results.")
+    aggregates: list[RatioStats] = Field(
+        default_factory=list, description="Weighted geometric mean over configs of each ratio."
+    )
+    fingerprint: dict[str, object] = Field(
+        default_factory=dict, description="Environment the numbers were measured in."
+    )
+    protocol: str = Field(default="", description="Timing protocol that produced the rows.")
+    timer_resolution_ns: float | None = Field(default=None, description="Measured timer tick.")
+    wall_s: float = Field(default=0.0, description="Wall time of the judge process.")
+
+    def config(self, config_id: str) -> ConfigResult | None:
+        """The result for one config, if measured."""
+        return next((c for c in self.configs if c.config_id == config_id), None)
+
+    def aggregate(self, other: str) -> RatioStats | None:
+        """The aggregate ratio of the judged arm against another arm."""
+        return next((a for a in self.aggregates if a.other == other), None)

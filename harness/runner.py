@@ -1,0 +1,142 @@
+"""Parent side of the judge: one fresh subprocess per evaluation, timeout, structured result."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from harness.lock import DeviceLock
+from harness.models import EvaluationRequest, EvaluationResult, Outcome
+
+# Variables a judge may see; everything else (API keys, credentials, tokens) is dropped.
+PASSED_VARIABLES = ("PATH", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")
+
+
+class RunnerSettings(BaseModel):
+    """How the parent starts judges."""
+
+    model_config = ConfigDict(frozen=True)
+
+    python: str = Field(default=sys.executable, description="Interpreter for the judge.")
+    timeout_s: float = Field(default=600.0, gt=0, description="Wall-clock cap per evaluation.")
+    lock_dir: Path = Field(description="Directory of the per-device lock files.")
+    lock_timeout_s: float = Field(default=3600.0, gt=0, description="Wait for the device lock.")
+    code_root: Path = Field(description="Directory holding the harness and kernels packages.")
+
+
+def judge_environment(work_dir: Path, code_root: Path) -> dict[str, str]:
+    """A cleared environment: only harmless variables, our code on the path, a private home."""
+    env = {k: os.environ[k] for k in PASSED_VARIABLES if k in os.environ}
+    env.setdefault("PATH", "/usr/bin:/bin")
+    env.update(
+        HOME=str(work_dir),
+        TMPDIR=str(work_dir / "tmp"),
+        PYTHONPATH=str(code_root),
+        PYTHONDONTWRITEBYTECODE="1",
+        PYTHONHASHSEED="0",
+    )
+    return env
+
+
+def _kill_group(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+def _log_tail(log_path: Path, chars: int = 2000) -> str:
+    try:
+        return log_path.read_text(encoding="utf-8", errors="replace")[-chars:]
+    except OSError:
+        return ""
+
+
+def _failure(request: EvaluationRequest, outcome: Outcome, message: str) -> EvaluationResult:
+    return EvaluationResult(
+        evaluation_id=request.evaluation_id, nonce="", outcome=outcome, message=message
+    )
+
+
+def read_result(
+    request: EvaluationRequest, result_path: Path, nonce: str, exit_code: int, log_path: Path
+) -> EvaluationResult:
+    """Parse what the judge wrote; missing, malformed, forged or crashed all become failures."""
+    tail = _log_tail(log_path)
+    if not result_path.exists():
+        return _failure(
+            request,
+            Outcome.NO_RESULT,
+            f"judge exited with code {exit_code} and wrote no result; log tail:\n{tail}",
+        )
+    try:
+        result = EvaluationResult.model_validate_json(result_path.read_text(encoding="utf-8"))
+    except (ValidationError, ValueError, UnicodeDecodeError) as exc:
+        return _failure(request, Outcome.NO_RESULT, f"malformed judge result: {exc}")
+    if result.nonce != nonce or result.evaluation_id != request.evaluation_id:
+        return _failure(
+            request, Outcome.NO_RESULT, "judge result has the wrong nonce or id: forged or stale"
+        )
+    if exit_code != 0:
+        return _failure(
+            request,
+            Outcome.RUNTIME_ERROR,
+            f"judge exited with code {exit_code} after writing a result; log tail:\n{tail}",
+        )
+    return result
+
+
+def run_evaluation(
+    request: EvaluationRequest, work_dir: Path, settings: RunnerSettings
+) -> EvaluationResult:
+    """Run one evaluation in a fresh subprocess holding the device lock; never raises for
+    anything the candidate does."""
+    work_dir.mkdir(parents=True, exist_ok=True)
+    (work_dir / "tmp").mkdir(exist_ok=True)
+    request_path, result_path = work_dir / "request.json", work_dir / "result.json"
+    log_path = work_dir / "judge.log"
+    result_path.unlink(missing_ok=True)
+    request_path.write_text(request.model_dump_json(indent=2), encoding="utf-8")
+    nonce = secrets.token_hex(16)
+    command = [settings.python, "-m", "harness.worker", str(request_path), str(result_path)]
+    with DeviceLock(settings.lock_dir, request.device) as lock:
+        lock.acquire(settings.lock_timeout_s)
+        with open(log_path, "wb") as log:
+            proc = subprocess.Popen(
+                command,
+                stdin=subprocess.PIPE,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=work_dir,
+                env=judge_environment(work_dir, settings.code_root),
+                start_new_session=True,
+                pass_fds=(lock.fd,),
+            )
+            try:
+                assert proc.stdin is not None
+                proc.stdin.write(nonce.encode() + b"\n")
+                proc.stdin.close()
+                exit_code = proc.wait(timeout=settings.timeout_s)
+            except subprocess.TimeoutExpired:
+                _kill_group(proc.pid)
+                proc.wait()
+                return _failure(
+                    request,
+                    Outcome.TIMEOUT,
+                    f"judge exceeded {settings.timeout_s:.0f} s and was killed "
+                    f"with its process group; log tail:\n{_log_tail(log_path)}",
+                )
+            except BaseException:
+                _kill_group(proc.pid)
+                proc.wait()
+                raise
+            finally:
+                # Anything the candidate left running (threads die with the process; forked
+                # children do not) goes with the group before the lock is released.
+                _kill_group(proc.pid)
+    return read_result(request, result_path, nonce, exit_code, log_path)

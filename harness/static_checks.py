@@ -1,0 +1,268 @@
+"""Static checks of candidate source before anything runs: imports, forbidden constructs,
+shape special-casing in dispatch predicates (read from compiled bytecode), CONSTRAINTs."""
+
+from __future__ import annotations
+
+import ast
+import enum
+import re
+import types
+from collections.abc import Iterator, Mapping
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from kernels.workload import StaticPolicy
+
+FORBIDDEN_CALLS = frozenset(
+    {"open", "exec", "eval", "compile", "__import__", "breakpoint", "input", "globals", "vars"}
+)
+_CONSTRAINT_FORM = re.compile(r"^forbid\s+(?P<target>\S+)$")
+
+
+class Rule(enum.StrEnum):
+    """Which static rule a finding breaks."""
+
+    SYNTAX = "syntax"
+    FORBIDDEN_IMPORT = "forbidden_import"
+    FORBIDDEN_CALL = "forbidden_call"
+    SHAPE_SPECIAL_CASE = "shape_special_case"
+    MISSING_ENTRY_POINT = "missing_entry_point"
+    TUNABLE_OUT_OF_SPACE = "tunable_out_of_space"
+    CONSTRAINT = "constraint"
+
+
+class Finding(BaseModel):
+    """One violation, located."""
+
+    model_config = ConfigDict(frozen=True)
+
+    rule: Rule = Field(description="The rule broken.")
+    file: str = Field(description="File name inside the candidate tree.")
+    line: int = Field(description="1-based line number (0 when not tied to a line).")
+    message: str = Field(description="What is wrong and how to fix it.")
+
+
+class StaticReport(BaseModel):
+    """All findings of the static stage; passed when there are none."""
+
+    model_config = ConfigDict(frozen=True)
+
+    findings: list[Finding] = Field(default_factory=list, description="Violations found.")
+
+    @property
+    def passed(self) -> bool:
+        """No findings."""
+        return not self.findings
+
+    def summary(self) -> str:
+        """One line per finding."""
+        return "\n".join(f"{f.file}:{f.line}: [{f.rule}] {f.message}" for f in self.findings)
+
+
+class Constraint(BaseModel):
+    """A checkable CONSTRAINT: 'forbid NAME=VALUE' (a tunable setting) or 'forbid DOTTED.NAME'."""
+
+    model_config = ConfigDict(frozen=True)
+
+    text: str = Field(description="The constraint as written by its author.")
+    tunable: str | None = Field(default=None, description="Tunable name for NAME=VALUE.")
+    value: str | None = Field(default=None, description="Forbidden tunable value.")
+    name: str | None = Field(default=None, description="Forbidden (dotted) name in the source.")
+
+
+def parse_constraint(text: str) -> Constraint:
+    """Parse 'forbid NAME=VALUE' or 'forbid dotted.name'; ValueError shows the expected form."""
+    match = _CONSTRAINT_FORM.match(text.strip())
+    if not match:
+        raise ValueError(
+            f"constraint {text!r} is not checkable; expected 'forbid TUNABLE=VALUE' "
+            "(e.g. 'forbid matmul_precision=bf16') or 'forbid NAME' (e.g. 'forbid torch.compile')"
+        )
+    target = match["target"]
+    if "=" in target:
+        tunable, _, value = target.partition("=")
+        if not tunable or not value:
+            raise ValueError(f"constraint {text!r}: expected 'forbid TUNABLE=VALUE'")
+        return Constraint(text=text, tunable=tunable, value=value)
+    if not re.fullmatch(r"[A-Za-z_][\w.]*", target):
+        raise ValueError(f"constraint {text!r}: {target!r} is not a (dotted) Python name")
+    return Constraint(text=text, name=target)
+
+
+def _dotted(node: ast.AST) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        base = _dotted(node.value)
+        return f"{base}.{node.attr}" if base else None
+    return None
+
+
+def _code_constants(code: types.CodeType) -> Iterator[object]:
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            yield from _code_constants(const)
+        elif isinstance(const, tuple | frozenset):
+            yield from const
+        else:
+            yield const
+
+
+def _predicates(tree: ast.AST) -> Iterator[ast.expr]:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If | ast.While | ast.IfExp | ast.Assert):
+            yield node.test
+        elif isinstance(node, ast.comprehension):
+            yield from node.ifs
+        elif isinstance(node, ast.Match):
+            yield node.subject
+
+
+def _is_equality_test(expr: ast.expr) -> bool:
+    ops = (ast.Eq, ast.NotEq, ast.In, ast.NotIn, ast.Is, ast.IsNot)
+    return any(
+        isinstance(node, ast.Compare) and any(isinstance(op, ops) for op in node.ops)
+        for node in ast.walk(expr)
+    )
+
+
+def _shape_findings(tree: ast.Module, file: str, policy: StaticPolicy) -> Iterator[Finding]:
+    forbidden = set(policy.shape_constants)
+    for test in _predicates(tree):
+        if not _is_equality_test(test):
+            continue
+        # Read the constants the predicate really compiles to (folded tuples and sets included).
+        code = compile(ast.Expression(body=test), file, "eval")
+        hits = sorted(
+            {c for c in _code_constants(code) if type(c) is int and c in forbidden}, key=int
+        )
+        if hits:
+            yield Finding(
+                rule=Rule.SHAPE_SPECIAL_CASE,
+                file=file,
+                line=test.lineno,
+                message=f"dispatch predicate compares against official shape constants {hits}; "
+                "dispatch on measured device properties or size thresholds, never exact shapes",
+            )
+
+
+def _import_findings(tree: ast.Module, file: str, policy: StaticPolicy) -> Iterator[Finding]:
+    allowed = set(policy.allowed_imports)
+    for node in ast.walk(tree):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            names = ["." if node.level else (node.module or "")]
+        for name in names:
+            if name.split(".")[0] not in allowed:
+                yield Finding(
+                    rule=Rule.FORBIDDEN_IMPORT,
+                    file=file,
+                    line=getattr(node, "lineno", 0),
+                    message=f"import of {name!r} is not allowed; allowed: {sorted(allowed)}",
+                )
+
+
+def _call_findings(tree: ast.Module, file: str, constraints: list[Constraint]) -> Iterator[Finding]:
+    banned = {c.name: c for c in constraints if c.name}
+    for node in ast.walk(tree):
+        called = node.func if isinstance(node, ast.Call) else None
+        if isinstance(called, ast.Name) and called.id in FORBIDDEN_CALLS:
+            yield Finding(
+                rule=Rule.FORBIDDEN_CALL,
+                file=file,
+                line=called.lineno,
+                message=f"call of {called.id}() is not allowed in a candidate",
+            )
+        dotted = _dotted(node) if isinstance(node, ast.Attribute | ast.Name) else None
+        for name, constraint in banned.items():
+            if dotted and (dotted == name or dotted.endswith("." + name)):
+                yield Finding(
+                    rule=Rule.CONSTRAINT,
+                    file=file,
+                    line=getattr(node, "lineno", 0),
+                    message=f"uses {dotted}, forbidden by CONSTRAINT {constraint.text!r}",
+                )
+
+
+def read_literal(tree: ast.Module, name: str) -> object | None:
+    """The literal value assigned to a module-level name (e.g. TUNABLES), or None."""
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == name for t in node.targets
+        ):
+            try:
+                return ast.literal_eval(node.value)
+            except ValueError:
+                return None
+    return None
+
+
+def _tunable_findings(
+    tree: ast.Module, file: str, constraints: list[Constraint]
+) -> Iterator[Finding]:
+    tunables, space = read_literal(tree, "TUNABLES"), read_literal(tree, "TUNABLE_SPACE")
+    if not isinstance(tunables, dict):
+        return
+    for key, value in tunables.items():
+        allowed = space.get(key, {}).get("values") if isinstance(space, dict) else None
+        if allowed is not None and value not in allowed:
+            yield Finding(
+                rule=Rule.TUNABLE_OUT_OF_SPACE,
+                file=file,
+                line=0,
+                message=f"TUNABLES[{key!r}] = {value!r} is not one of {allowed}",
+            )
+        for c in constraints:
+            if c.tunable == key and c.value == value:
+                yield Finding(
+                    rule=Rule.CONSTRAINT,
+                    file=file,
+                    line=0,
+                    message=f"TUNABLES[{key!r}] = {value!r} is forbidden by CONSTRAINT {c.text!r}",
+                )
+
+
+def check_sources(
+    sources: Mapping[str, str],
+    policy: StaticPolicy,
+    entry_file: str,
+    constraints: list[Constraint] | None = None,
+) -> StaticReport:
+    """Run every static rule over a candidate's Python files."""
+    constraints = constraints or []
+    findings: list[Finding] = []
+    for file, text in sorted(sources.items()):
+        try:
+            tree = ast.parse(text, filename=file)
+        except SyntaxError as exc:
+            findings.append(
+                Finding(rule=Rule.SYNTAX, file=file, line=exc.lineno or 0, message=str(exc.msg))
+            )
+            continue
+        findings.extend(_import_findings(tree, file, policy))
+        findings.extend(_call_findings(tree, file, constraints))
+        findings.extend(_shape_findings(tree, file, policy))
+        findings.extend(_tunable_findings(tree, file, constraints))
+        if file == entry_file and not any(
+            isinstance(n, ast.ClassDef) and n.name == policy.entry_point for n in tree.body
+        ):
+            findings.append(
+                Finding(
+                    rule=Rule.MISSING_ENTRY_POINT,
+                    file=file,
+                    line=0,
+                    message=f"{file} must define class {policy.entry_point}",
+                )
+            )
+    if entry_file not in sources:
+        findings.append(
+            Finding(
+                rule=Rule.MISSING_ENTRY_POINT,
+                file=entry_file,
+                line=0,
+                message=f"the candidate tree has no {entry_file}",
+            )
+        )
+    return StaticReport(findings=findings)

@@ -1,0 +1,1 @@
+"""Workloads and candidate code: references, inputs, configurations, seed candidates."""

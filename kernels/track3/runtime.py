@@ -1,0 +1,44 @@
+"""The torch side of the track3 workload, as the judge calls it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from kernels.track3.inputs import generate_inputs as _generate
+from kernels.track3.reference import build_reference_model
+from kernels.workload import TrialSpec
+
+WEIGHT_SEED = 1234
+
+
+def prepare_process(device: str) -> None:
+    """The reference's precision policy: TF32 allowed for float32 matmuls."""
+    torch.set_float32_matmul_precision("high")
+    torch.backends.cuda.matmul.allow_tf32 = True
+    torch.backends.cudnn.allow_tf32 = True
+
+
+def build_reference(config: Any, device: str) -> torch.nn.Module:
+    """The organizer reference with seed-1234 weights."""
+    return build_reference_model(config, device=device, seed=WEIGHT_SEED)
+
+
+def build_candidate(entry: type, reference: Any, config: Any, device: str) -> Any:
+    """Construct the candidate and give it the reference weights by strict state_dict copy."""
+    model = entry(config).to(device=device)
+    model.load_state_dict(reference.state_dict(), strict=True)
+    return model.eval()
+
+
+def generate_inputs(config: Any, trial: TrialSpec, device: str) -> tuple[torch.Tensor, ...]:
+    """(x, valid_token_mask) for one trial."""
+    return _generate(config, trial.seed, trial.padding_ratio, trial.input_scale, device)
+
+
+def call(model: Any, inputs: tuple[Any, ...]) -> Any:
+    """What the user calls: forward(x, valid_token_mask) without autograd."""
+    x, mask = inputs
+    with torch.no_grad():
+        return model(x, valid_token_mask=mask)

@@ -1,0 +1,174 @@
+"""The workload plug-in interface: what a problem must declare for Ratchet to search it."""
+
+from __future__ import annotations
+
+import enum
+import importlib
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, Protocol, cast
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class Comparator(enum.StrEnum):
+    """How an element's error is compared with the tolerance."""
+
+    STRICT = "strict"
+    INCLUSIVE = "inclusive"
+
+
+class Tolerance(BaseModel):
+    """Per-element correctness tolerance (OR of absolute and relative bounds)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    atol: float = Field(gt=0, description="Absolute bound on |out - ref|.")
+    rtol: float = Field(gt=0, description="Relative bound on |out - ref| / |ref|.")
+    comparator: Comparator = Field(
+        default=Comparator.STRICT, description="strict uses '<', inclusive uses '<='."
+    )
+
+
+class TrialSpec(BaseModel):
+    """One correctness trial: how fresh inputs are drawn."""
+
+    model_config = ConfigDict(frozen=True)
+
+    seed: int = Field(description="Seed of the input generator for this trial.")
+    padding_ratio: float = Field(
+        default=0.0, ge=0.0, lt=1.0, description="Fraction of positions that may be padding."
+    )
+    input_scale: float = Field(default=1.0, gt=0.0, description="Multiplier on the inputs.")
+
+
+class ConfigSet(BaseModel):
+    """A named set of configurations with its screening subset."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str = Field(description="Name of the set, e.g. 'official' or 'cpu'.")
+    config_ids: tuple[str, ...] = Field(description="Configurations of the full sweep.")
+    screening_ids: tuple[str, ...] = Field(description="Subset used by the quick screen.")
+    runnable_ids: tuple[str, ...] | None = Field(
+        default=None,
+        description="Configs the reference can run (None: all); the rest are feasibility-only.",
+    )
+
+    @model_validator(mode="after")
+    def _screen_is_subset(self) -> ConfigSet:
+        missing = set(self.screening_ids) - set(self.config_ids)
+        if missing:
+            raise ValueError(f"screening ids {sorted(missing)} are not in config set {self.name}")
+        if not self.screening_ids:
+            raise ValueError(f"config set {self.name} has an empty screening subset")
+        return self
+
+
+class IdeaSpec(BaseModel):
+    """An optimization idea from a workload's starter library."""
+
+    model_config = ConfigDict(frozen=True)
+
+    slug: str = Field(description="Stable identifier of the idea, e.g. 'packed-qkv'.")
+    text: str = Field(description="The idea in words, as an expander reads it.")
+    quality: float = Field(gt=0, lt=1, description="Rubric score q in (0, 1).")
+    uncertainty: float = Field(ge=0, le=1, description="Rubric uncertainty H in [0, 1].")
+    targets: dict[str, str | None] = Field(
+        default_factory=dict,
+        description="Tunable settings the idea asks for; None means 'change this tunable'.",
+    )
+    devices: tuple[str, ...] = Field(
+        default=("cpu", "cuda"), description="Device kinds on which the idea can matter."
+    )
+
+
+class StaticPolicy(BaseModel):
+    """What the static checks enforce for candidates of a workload."""
+
+    model_config = ConfigDict(frozen=True)
+
+    entry_point: str = Field(description="Class the candidate module must define.")
+    allowed_imports: tuple[str, ...] = Field(
+        description="Top-level modules a candidate may import."
+    )
+    shape_constants: tuple[int, ...] = Field(
+        description="Official shape values that must not appear in equality dispatch predicates."
+    )
+
+
+class WorkloadRuntime(Protocol):
+    """The torch side of a workload, imported only where tensors are made (the judge)."""
+
+    def prepare_process(self, device: str) -> None:
+        """Apply the reference's process-wide precision policy (called once per judge)."""
+
+    def build_reference(self, config: Any, device: str) -> Any:
+        """Return the reference model (or callable) for a config on a device."""
+
+    def build_candidate(self, entry: type, reference: Any, config: Any, device: str) -> Any:
+        """Instantiate a candidate's entry class with the reference's weights."""
+
+    def generate_inputs(self, config: Any, trial: TrialSpec, device: str) -> tuple[Any, ...]:
+        """Fresh inputs for one trial."""
+
+    def call(self, model: Any, inputs: tuple[Any, ...]) -> Any:
+        """Run a model on inputs the way the user would."""
+
+
+class Workload(BaseModel):
+    """A problem Ratchet can search: reference, inputs, configs, tolerance and baseline."""
+
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+
+    name: str = Field(description="Registry name, e.g. 'track3'.")
+    description: str = Field(description="One line for humans.")
+    baseline: str = Field(description="Exactly what the speed baseline is (mode, precision).")
+    configs: Mapping[str, BaseModel] = Field(description="Every configuration by id.")
+    config_sets: Mapping[str, ConfigSet] = Field(description="Named config sets.")
+    default_config_set: Mapping[str, str] = Field(
+        description="Config set to use per device kind ('cpu', 'cuda')."
+    )
+    tolerance: Tolerance = Field(description="The correctness gate.")
+    official_trials: tuple[TrialSpec, ...] = Field(description="Trials always included.")
+    timing_seed_offset: int = Field(description="Timing inputs use seed + this offset.")
+    candidate_file: str = Field(description="File name of the candidate module in a tree.")
+    seed_candidate: Path = Field(description="Path of the seed candidate source file.")
+    ideas_file: Path = Field(description="JSON file with the starter idea library.")
+    static_policy: StaticPolicy = Field(description="Static-check policy.")
+    runtime_module: str = Field(description="Dotted module exposing the WorkloadRuntime API.")
+
+    def config_set(self, name: str) -> ConfigSet:
+        """The named config set, or a ValueError listing the known ones."""
+        if name not in self.config_sets:
+            known = ", ".join(sorted(self.config_sets))
+            raise ValueError(f"workload {self.name} has no config set {name!r}; known: {known}")
+        return self.config_sets[name]
+
+    def resolve_config_ids(self, spec: str) -> tuple[str, ...]:
+        """Turn 'official', 'cpu', 'screen:<set>' or 'ID,ID' into config ids."""
+        if spec in self.config_sets:
+            return self.config_sets[spec].config_ids
+        ids = tuple(part.strip() for part in spec.split(",") if part.strip())
+        unknown = [i for i in ids if i not in self.configs]
+        if not ids or unknown:
+            raise ValueError(
+                f"unknown configs {unknown or spec!r} for workload {self.name}; use a set name "
+                f"({', '.join(sorted(self.config_sets))}) or ids from {', '.join(self.configs)}"
+            )
+        return ids
+
+    def load_ideas(self) -> list[IdeaSpec]:
+        """The starter idea library shipped with the workload."""
+        import json
+
+        raw = json.loads(self.ideas_file.read_text())
+        return [IdeaSpec.model_validate(item) for item in raw]
+
+    def load_runtime(self) -> WorkloadRuntime:
+        """Import the torch side of the workload."""
+        module: Any = importlib.import_module(self.runtime_module)
+        return cast(WorkloadRuntime, module)
+
+
+WorkloadFactory = Callable[[], Workload]

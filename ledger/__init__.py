@@ -1,0 +1,65 @@
+"""Append-only, hash-chained ledger of everything Ratchet does (SQLAlchemy + pydantic only)."""
+
+from ledger.chain import GENESIS_HASH, canonical_json, entry_hash
+from ledger.errors import (
+    AppendOnlyViolation,
+    DuplicateRecordError,
+    LedgerError,
+    LedgerNotFoundError,
+    NotALedgerError,
+    SchemaVersionError,
+)
+from ledger.models import SCHEMA_VERSION
+from ledger.records import (
+    CandidateRecord,
+    EntryKind,
+    EventRecord,
+    FingerprintRecord,
+    LedgerEntry,
+    MeasurementRecord,
+    MessageRecord,
+    Record,
+    RecordBase,
+    Stored,
+    StoredCandidate,
+    StoredEvent,
+    StoredFingerprint,
+    StoredMeasurement,
+    StoredMessage,
+    StoredVerdict,
+    VerdictRecord,
+    VerifyReport,
+)
+from ledger.store import Ledger
+
+__all__ = [
+    "GENESIS_HASH",
+    "SCHEMA_VERSION",
+    "AppendOnlyViolation",
+    "CandidateRecord",
+    "DuplicateRecordError",
+    "EntryKind",
+    "EventRecord",
+    "FingerprintRecord",
+    "Ledger",
+    "LedgerEntry",
+    "LedgerError",
+    "LedgerNotFoundError",
+    "MeasurementRecord",
+    "MessageRecord",
+    "NotALedgerError",
+    "Record",
+    "RecordBase",
+    "SchemaVersionError",
+    "Stored",
+    "StoredCandidate",
+    "StoredEvent",
+    "StoredFingerprint",
+    "StoredMeasurement",
+    "StoredMessage",
+    "StoredVerdict",
+    "VerdictRecord",
+    "VerifyReport",
+    "canonical_json",
+    "entry_hash",
+]

@@ -1,0 +1,27 @@
+"""Exceptions raised by the ledger; every one is a LedgerError."""
+
+from __future__ import annotations
+
+
+class LedgerError(Exception):
+    """Base class of every error the ledger raises on purpose."""
+
+
+class LedgerNotFoundError(LedgerError):
+    """The ledger database (or the directory meant to hold it) does not exist."""
+
+
+class NotALedgerError(LedgerError):
+    """The database exists but is not a Ratchet ledger."""
+
+
+class SchemaVersionError(LedgerError):
+    """The database was written by a schema version this code cannot read."""
+
+
+class DuplicateRecordError(LedgerError):
+    """A record with the same unique key is already in the ledger."""
+
+
+class AppendOnlyViolation(LedgerError):
+    """The database refused an UPDATE, DELETE or overwriting INSERT on a ledger table."""

@@ -1,0 +1,251 @@
+"""The Ledger: append records to the hash chain and read them back as pydantic models."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self, TypeVar
+
+from sqlalchemy import ColumnElement, Connection, Engine, func, select
+from sqlalchemy.engine import URL, make_url
+
+from ledger.db import (
+    check_location,
+    describe,
+    make_engine,
+    prepare_schema,
+    write_transaction,
+)
+from ledger.errors import LedgerError
+from ledger.models import (
+    CandidateRow,
+    Entry,
+    EventRow,
+    FingerprintRow,
+    MeasurementRow,
+    MessageRow,
+    VerdictRow,
+    index_table,
+    table,
+)
+from ledger.records import (
+    EntryKind,
+    LedgerEntry,
+    Record,
+    Stored,
+    StoredCandidate,
+    StoredEvent,
+    StoredFingerprint,
+    StoredMeasurement,
+    StoredMessage,
+    StoredVerdict,
+    VerifyReport,
+)
+from ledger.verify import verify_ledger
+from ledger.writer import link, prepare, read_head
+
+StoredT = TypeVar("StoredT", bound=Stored[Any])
+
+
+class Ledger:
+    """Append-only, hash-chained record store; open it with Ledger.open or Ledger.open_path."""
+
+    def __init__(self, engine: Engine, url: URL) -> None:
+        """Wrap an engine whose schema is ready (Ledger.open does the checks)."""
+        self._engine: Engine | None = engine
+        self._where = describe(url)
+
+    @classmethod
+    def open(cls, url: str | URL, *, create: bool = True) -> Ledger:
+        """Open the ledger at an SQLAlchemy URL, creating the schema in an empty database.
+
+        With create=False a missing or empty database raises LedgerNotFoundError.
+        """
+        parsed = make_url(url)
+        check_location(parsed, create)
+        engine = make_engine(parsed)
+        try:
+            prepare_schema(engine, parsed, create)
+        except BaseException:
+            engine.dispose()
+            raise
+        return cls(engine, parsed)
+
+    @classmethod
+    def open_path(cls, path: Path | str, *, create: bool = True) -> Ledger:
+        """Open the SQLite ledger file at path (its directory must exist)."""
+        return cls.open(URL.create("sqlite", database=str(path)), create=create)
+
+    def close(self) -> None:
+        """Release the database connections; further calls raise LedgerError."""
+        if self._engine is not None:
+            self._engine.dispose()
+            self._engine = None
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._engine is None else "open"
+        return f"Ledger({self._where!r}, {state})"
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def append(self, record: Record) -> int:
+        """Append one record; returns its seq (an existing fingerprint's seq if already stored)."""
+        return self.append_many([record])[0]
+
+    def append_many(self, records: Sequence[Record]) -> list[int]:
+        """Append records atomically in one transaction; returns their seqs in order."""
+        # Serialize before taking the write lock: a bad payload fails without blocking others.
+        batch = [prepare(record) for record in records]
+        if not batch:
+            return []
+        with write_transaction(self._require_engine()) as connection:
+            return link(connection, batch)
+
+    # -- queries -----------------------------------------------------------------------------
+
+    def candidates(self) -> list[StoredCandidate]:
+        """Every candidate, in seq order."""
+        return self._stored(StoredCandidate, EntryKind.CANDIDATE, [])
+
+    def candidate(self, sha: str) -> StoredCandidate | None:
+        """The candidate with this commit sha, or None."""
+        found = self._stored(StoredCandidate, EntryKind.CANDIDATE, [CandidateRow.sha == sha])
+        return found[0] if found else None
+
+    def measurements(
+        self, evaluation_id: str | None = None, commit_sha: str | None = None
+    ) -> list[StoredMeasurement]:
+        """Measurements, optionally of one evaluation and/or one measured commit, in seq order."""
+        conditions: list[ColumnElement[bool]] = []
+        if evaluation_id is not None:
+            conditions.append(MeasurementRow.evaluation_id == evaluation_id)
+        if commit_sha is not None:
+            conditions.append(MeasurementRow.commit_sha == commit_sha)
+        return self._stored(StoredMeasurement, EntryKind.MEASUREMENT, conditions)
+
+    def verdicts(self, candidate_sha: str | None = None) -> list[StoredVerdict]:
+        """Verdicts, optionally on one candidate, in seq order."""
+        conditions = [] if candidate_sha is None else [VerdictRow.candidate_sha == candidate_sha]
+        return self._stored(StoredVerdict, EntryKind.VERDICT, conditions)
+
+    def messages(self, after_seq: int = 0) -> list[StoredMessage]:
+        """Messages appended after seq after_seq, in seq order."""
+        _check_after_seq(after_seq)
+        return self._stored(StoredMessage, EntryKind.MESSAGE, [MessageRow.seq > after_seq])
+
+    def events(self, kind: str | None = None, after_seq: int = 0) -> list[StoredEvent]:
+        """Events (optionally of one kind) appended after seq after_seq, in seq order."""
+        _check_after_seq(after_seq)
+        conditions = [EventRow.seq > after_seq]
+        if kind is not None:
+            conditions.append(EventRow.kind == kind)
+        return self._stored(StoredEvent, EntryKind.EVENT, conditions)
+
+    def fingerprint(self, fingerprint_id: str) -> StoredFingerprint | None:
+        """The fingerprint with this id, or None."""
+        condition = FingerprintRow.fingerprint_id == fingerprint_id
+        found = self._stored(StoredFingerprint, EntryKind.FINGERPRINT, [condition])
+        return found[0] if found else None
+
+    def entries(self, after_seq: int = 0, limit: int | None = None) -> list[LedgerEntry]:
+        """Raw chain entries after seq after_seq (at most limit of them), in seq order."""
+        _check_after_seq(after_seq)
+        if limit is not None and limit < 0:
+            raise ValueError(f"limit must be None or >= 0, got {limit}; pass None for no limit")
+        entries = table(Entry)
+        statement = select(entries).where(entries.c.seq > after_seq).order_by(entries.c.seq)
+        if limit is not None:
+            statement = statement.limit(limit)
+        with self._reading() as connection:
+            rows = connection.execute(statement).all()
+        return [
+            LedgerEntry(
+                seq=row.seq,
+                kind=EntryKind(row.kind),
+                payload=json.loads(row.payload_json),
+                prev_hash=row.prev_hash,
+                hash=row.hash,
+                created_at=row.created_at,
+            )
+            for row in rows
+        ]
+
+    def head(self) -> tuple[int, str]:
+        """Seq and hash of the last entry; (0, '0'*64) when the ledger is empty."""
+        with self._reading() as connection:
+            return read_head(connection)
+
+    def count(self, kind: EntryKind | None = None) -> int:
+        """Number of entries, optionally of one kind."""
+        entries = table(Entry)
+        statement = select(func.count()).select_from(entries)
+        if kind is not None:
+            statement = statement.where(entries.c.kind == EntryKind(kind).value)
+        with self._reading() as connection:
+            return int(connection.execute(statement).scalar_one())
+
+    def verify(self) -> VerifyReport:
+        """Recompute the whole chain and cross-check the index tables; report the first problem."""
+        with self._reading() as connection:
+            return verify_ledger(connection)
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _require_engine(self) -> Engine:
+        if self._engine is None:
+            raise LedgerError(
+                f"ledger {self._where} is closed; open it again with Ledger.open(...)"
+            )
+        return self._engine
+
+    @contextmanager
+    def _reading(self) -> Iterator[Connection]:
+        # One deferred transaction per query: a consistent snapshot that never blocks writers.
+        with self._require_engine().connect() as connection:
+            yield connection
+
+    def _stored(
+        self,
+        stored_type: type[StoredT],
+        kind: EntryKind,
+        conditions: Sequence[ColumnElement[bool]],
+    ) -> list[StoredT]:
+        entries, index = table(Entry), index_table(kind)
+        statement = (
+            select(entries.c.seq, entries.c.hash, entries.c.created_at, entries.c.payload_json)
+            .select_from(entries.join(index, index.c.seq == entries.c.seq))
+            .where(*conditions)
+            .order_by(entries.c.seq)
+        )
+        with self._reading() as connection:
+            rows = connection.execute(statement).all()
+        return [
+            stored_type.model_validate(
+                {
+                    "seq": row.seq,
+                    "hash": row.hash,
+                    "created_at": row.created_at,
+                    "record": json.loads(row.payload_json),
+                }
+            )
+            for row in rows
+        ]
+
+
+def _check_after_seq(after_seq: int) -> None:
+    if after_seq < 0:
+        raise ValueError(f"after_seq must be >= 0, got {after_seq}; pass 0 to start at the first")

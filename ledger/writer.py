@@ -1,0 +1,180 @@
+"""The write path: serialize records, enforce unique keys and link them after the chain head."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any, NamedTuple
+
+from sqlalchemy import Connection, Select, bindparam, insert, select
+
+from ledger.chain import GENESIS_HASH, canonical_json, entry_hash
+from ledger.errors import DuplicateRecordError
+from ledger.models import (
+    CandidateRow,
+    Entry,
+    FingerprintRow,
+    MeasurementRow,
+    index_table,
+    index_values,
+    table,
+)
+from ledger.records import (
+    CandidateRecord,
+    EntryKind,
+    FingerprintRecord,
+    MeasurementRecord,
+    Record,
+    RecordBase,
+)
+
+# A record's unique key: its entry kind followed by the key values.
+UniqueKey = tuple[str, ...]
+
+
+class Pending(NamedTuple):
+    """A record serialized and ready to be linked into the chain."""
+
+    record: Record
+    kind: EntryKind
+    payload: dict[str, Any]
+    payload_json: str
+
+
+def prepare(record: Record) -> Pending:
+    """Serialize a record to its canonical payload, refusing what the ledger cannot store."""
+    if not isinstance(record, RecordBase):
+        raise TypeError(
+            f"cannot append {type(record).__name__}: the ledger stores only its record types "
+            "(CandidateRecord, MeasurementRecord, VerdictRecord, MessageRecord, "
+            "FingerprintRecord, EventRecord); wrap the data in an EventRecord"
+        )
+    payload = record.model_dump(mode="json")
+    try:
+        payload_json = canonical_json(payload)
+    except ValueError as exc:
+        raise ValueError(f"cannot append {type(record).__name__}: {exc}") from exc
+    return Pending(record, record.entry_kind, payload, payload_json)
+
+
+def read_head(connection: Connection) -> tuple[int, str]:
+    """Seq and hash of the last entry; (0, genesis hash) for an empty ledger."""
+    entries = table(Entry)
+    statement = select(entries.c.seq, entries.c.hash).order_by(entries.c.seq.desc()).limit(1)
+    row = connection.execute(statement).first()
+    return (0, GENESIS_HASH) if row is None else (row.seq, row.hash)
+
+
+def link(connection: Connection, batch: Sequence[Pending]) -> list[int]:
+    """Chain every pending record after the current head; the caller holds the write lock."""
+    seq, head_hash = read_head(connection)
+    known: dict[UniqueKey, int] = {}
+    lookups: dict[str, Select[int]] = {}
+    entry_rows: list[dict[str, Any]] = []
+    index_rows: dict[EntryKind, list[dict[str, Any]]] = {}
+    seqs: list[int] = []
+    for item in batch:
+        key = unique_key(item.record)
+        existing = None if key is None else _find(connection, key, known, lookups)
+        if existing is not None:
+            if item.kind is not EntryKind.FINGERPRINT:
+                raise duplicate_error(item.record, existing)
+            seqs.append(existing)  # fingerprints are idempotent: reuse the stored entry
+            continue
+        seq += 1
+        created_at = datetime.now(UTC).isoformat(timespec="microseconds")
+        prev_hash = head_hash
+        head_hash = entry_hash(prev_hash, seq, item.kind.value, created_at, item.payload_json)
+        entry_rows.append(
+            {
+                "seq": seq,
+                "kind": item.kind.value,
+                "payload_json": item.payload_json,
+                "prev_hash": prev_hash,
+                "hash": head_hash,
+                "created_at": created_at,
+            }
+        )
+        values = index_values(item.kind, item.payload)
+        index_rows.setdefault(item.kind, []).append({"seq": seq, **values})
+        if key is not None:
+            known[key] = seq
+        seqs.append(seq)
+    # Entries first: every index row references its entry.
+    if entry_rows:
+        connection.execute(insert(table(Entry)), entry_rows)
+    for kind, rows in index_rows.items():
+        connection.execute(insert(index_table(kind)), rows)
+    return seqs
+
+
+def unique_key(record: Record) -> UniqueKey | None:
+    """The key under which a record may be stored only once, if its kind has one."""
+    match record:
+        case CandidateRecord():
+            return (EntryKind.CANDIDATE.value, record.sha)
+        case MeasurementRecord():
+            return (
+                EntryKind.MEASUREMENT.value,
+                record.evaluation_id,
+                record.config_id,
+                record.arm,
+            )
+        case FingerprintRecord():
+            return (EntryKind.FINGERPRINT.value, record.fingerprint_id)
+    return None
+
+
+def duplicate_error(record: Record, seq: int) -> DuplicateRecordError:
+    """The error for a record whose unique key is already stored at seq."""
+    match record:
+        case CandidateRecord():
+            return DuplicateRecordError(
+                f"candidate sha {record.sha} is already in the ledger (seq {seq}); a commit "
+                "is recorded once — skip it or record the new commit"
+            )
+        case MeasurementRecord():
+            return DuplicateRecordError(
+                f"measurement (evaluation_id={record.evaluation_id!r}, "
+                f"config_id={record.config_id!r}, arm={record.arm!r}) is already in the "
+                f"ledger (seq {seq}); re-measure under a new evaluation_id"
+            )
+    return DuplicateRecordError(
+        f"{type(record).__name__} is already in the ledger (seq {seq}); do not append it twice"
+    )
+
+
+def _find(
+    connection: Connection,
+    key: UniqueKey,
+    known: dict[UniqueKey, int],
+    lookups: dict[str, Select[int]],
+) -> int | None:
+    """Seq already holding key: earlier in this batch, else in the database."""
+    if key in known:
+        return known[key]
+    kind, *values = key
+    if kind not in lookups:
+        # Built once per batch: constructing SQLAlchemy statements costs more than running them.
+        lookups[kind] = _key_statement(EntryKind(kind))
+    params = {f"k{position}": value for position, value in enumerate(values)}
+    seq: int | None = connection.execute(lookups[kind], params).scalar_one_or_none()
+    return seq
+
+
+def _key_statement(kind: EntryKind) -> Select[int]:
+    """Statement finding the seq stored under a unique key (bind parameters k0, k1, k2)."""
+    match kind:
+        case EntryKind.CANDIDATE:
+            return select(CandidateRow.seq).where(CandidateRow.sha == bindparam("k0"))
+        case EntryKind.MEASUREMENT:
+            return select(MeasurementRow.seq).where(
+                MeasurementRow.evaluation_id == bindparam("k0"),
+                MeasurementRow.config_id == bindparam("k1"),
+                MeasurementRow.arm == bindparam("k2"),
+            )
+        case EntryKind.FINGERPRINT:
+            return select(FingerprintRow.seq).where(
+                FingerprintRow.fingerprint_id == bindparam("k0")
+            )
+    raise ValueError(f"entry kind {kind.value!r} has no unique key; only records with one do")

@@ -1,0 +1,179 @@
+"""The `ratchet` command line: parse flags, build settings, call one service, exit cleanly."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from orchestrator import service
+from orchestrator.export import ExportError
+from orchestrator.messages import MessageKind
+from orchestrator.settings import DeviceChoice, ExpanderKind, Settings, SettingsError, load_settings
+from orchestrator.status import format_status
+from orchestrator.workspace import WorkspaceError
+
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
+
+
+def _run_dir_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--run-dir", type=Path, default=None, help="run directory (default ./ratchet-run)"
+    )
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ratchet", description="Autonomous evolutionary kernel search."
+    )
+    parser.add_argument("--config", type=Path, default=None, help="settings file (TOML)")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="search: expand, judge, promote until a budget ends")
+    _run_dir_flag(run)
+    run.add_argument(
+        "--workload", default=None, help="track3 (default), softmax, or module:factory"
+    )
+    run.add_argument("--device", choices=[d.value for d in DeviceChoice], default=None)
+    run.add_argument(
+        "--configs", dest="config_set", default=None, help="config set (default by device)"
+    )
+    run.add_argument("--minutes", type=float, default=None, help="wall-clock budget (default 3)")
+    run.add_argument("--max-candidates", type=int, default=None, help="stop after N new candidates")
+    run.add_argument("--expander", choices=[e.value for e in ExpanderKind], default=None)
+    run.add_argument("--seed", type=int, default=None, help="seed of the search's choices")
+
+    inject = sub.add_parser("inject", help="steer a run (works while it is going)")
+    inject.add_argument("kind", choices=[k.value for k in MessageKind], type=str.upper)
+    inject.add_argument("text", help="the message")
+    _run_dir_flag(inject)
+    inject.add_argument("--author", default=None, help="credited author (default: your user name)")
+
+    status = sub.add_parser("status", help="where a run stands")
+    _run_dir_flag(status)
+    status.add_argument("--json", action="store_true", help="machine-readable output")
+
+    checkout = sub.add_parser("checkout", help="a candidate's exact source tree")
+    checkout.add_argument("sha", help="commit sha or unique prefix")
+    _run_dir_flag(checkout)
+    checkout.add_argument("--into", type=Path, default=None, help="target directory")
+
+    export = sub.add_parser("export", help="write a standalone submission and its manifest")
+    _run_dir_flag(export)
+    export.add_argument("--sha", default=None, help="candidate (default: the frontier)")
+    export.add_argument("--out", type=Path, required=True, help="output directory")
+
+    ledger = sub.add_parser("ledger", help="inspect the hash-chained ledger")
+    ledger.add_argument("action", choices=["verify", "show"])
+    _run_dir_flag(ledger)
+    ledger.add_argument("--limit", type=int, default=None, help="show only the last N entries")
+    return parser
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    flags = {
+        key: getattr(args, key, None)
+        for key in (
+            "run_dir",
+            "workload",
+            "device",
+            "config_set",
+            "minutes",
+            "max_candidates",
+            "expander",
+            "seed",
+        )
+    }
+    return load_settings(flags, config_file=args.config)
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    summary = service.run_search(_settings(args))
+    state = summary.state
+    frontier = state.candidates.get(state.frontier_sha or "")
+    print(f"stopped: {summary.reason}; {summary.steps} steps in {summary.elapsed_s:.0f} s")
+    if frontier is not None:
+        speed = f"{frontier.objective:.3f}x" if frontier.objective is not None else "n/a"
+        print(f"frontier {frontier.sha[:10]} (step {frontier.step}): {speed} over the baseline")
+        for cid, value in frontier.details.get("per_config_speedup", {}).items():
+            print(f"    config {cid:>8}: {value:.3f}x")
+    return EXIT_OK
+
+
+def _cmd_inject(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    seq = service.inject_message(settings.run_dir, args.kind, args.text, args.author)
+    print(f"injected {args.kind} as ledger entry {seq}")
+    return EXIT_OK
+
+
+def _cmd_status(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    report = service.run_status(settings.run_dir)
+    print(report.model_dump_json(indent=2) if args.json else format_status(report))
+    return EXIT_OK
+
+
+def _cmd_checkout(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    target = service.checkout(settings.run_dir, args.sha, args.into)
+    print(f"checked out {args.sha} into {target}")
+    return EXIT_OK
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    manifest = service.export(settings.run_dir, args.sha, args.out)
+    print(f"exported {manifest.commit[:10]} ({manifest.verdict}) to {args.out}")
+    return EXIT_OK
+
+
+def _cmd_ledger(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    if args.action == "verify":
+        report = service.verify_ledger(settings.run_dir)
+        if report.ok:
+            print(f"ledger ok: {report.entries_checked} entries, head {report.head_hash}")
+            return EXIT_OK
+        print(f"ledger BROKEN at entry {report.first_bad_seq}: {report.problem}", file=sys.stderr)
+        return EXIT_FAILURE
+    for entry in service.show_ledger(settings.run_dir, args.limit):
+        head = f"{entry.seq:>6} {entry.created_at} {entry.kind:<12} {entry.hash[:12]}"
+        print(f"{head} {_brief(entry.payload)}")
+    return EXIT_OK
+
+
+def _brief(payload: dict[str, object]) -> str:
+    text = json.dumps(payload, sort_keys=True)
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "run": _cmd_run,
+    "inject": _cmd_inject,
+    "status": _cmd_status,
+    "checkout": _cmd_checkout,
+    "export": _cmd_export,
+    "ledger": _cmd_ledger,
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Console entry point; domain errors become a message on stderr and exit code 2."""
+    args = _build_parser().parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except (service.RatchetError, SettingsError, WorkspaceError, ExportError) as exc:
+        print(f"ratchet {args.command}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print(
+            f"ratchet {args.command}: interrupted; resume with the same --run-dir", file=sys.stderr
+        )
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,176 @@
+"""Judging a candidate at one stage: build the request, run the harness, record the evidence."""
+
+from __future__ import annotations
+
+import math
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+
+import git
+
+from harness.models import (
+    ArmKind,
+    ArmSpec,
+    ConfigResult,
+    EvaluationRequest,
+    EvaluationResult,
+    RatioStats,
+    TimingPlan,
+)
+from harness.runner import RunnerSettings, run_evaluation
+from kernels.workload import TrialSpec, Workload
+from ledger import FingerprintRecord, MeasurementRecord, Record
+from orchestrator.events import ConfigSummary, EvaluationSummary, EventKind, Stage
+from orchestrator.workspace import materialize
+
+BASELINE_ARM = "baseline"
+REFERENCE_SHA = "reference"
+
+
+@dataclass(frozen=True)
+class Judging:
+    """What every evaluation of a run shares."""
+
+    workload: Workload
+    device: str
+    repo: git.Repo
+    evals_dir: Path
+    runner: RunnerSettings
+    torch_threads: int | None
+
+
+@dataclass(frozen=True)
+class StageRequest:
+    """One stage of one candidate: which arms, configs and timing."""
+
+    step: int
+    sha: str
+    stage: Stage
+    arms: dict[str, str]
+    config_ids: list[str]
+    timing: TimingPlan | None
+    config_weights: dict[str, float]
+
+
+def correctness_trials(workload: Workload) -> tuple[list[TrialSpec], int]:
+    """The official trials plus salted ones the candidate cannot predict (padding, scale)."""
+    salt = secrets.randbelow(2**31 - 10)
+    extra = [
+        TrialSpec(seed=salt, padding_ratio=0.25, input_scale=0.5),
+        TrialSpec(seed=salt + 1, padding_ratio=0.5, input_scale=2.0),
+    ]
+    return [*workload.official_trials, *extra], salt
+
+
+def build_request(judging: Judging, job: StageRequest) -> EvaluationRequest:
+    """Materialize every arm's tree and describe the evaluation for the judge."""
+    work = judging.evals_dir / f"step-{job.step:05d}-{job.stage.value}"
+    arms = []
+    for name, sha in job.arms.items():
+        if sha == REFERENCE_SHA:
+            arms.append(ArmSpec(name=name, kind=ArmKind.REFERENCE, commit_sha=REFERENCE_SHA))
+            continue
+        tree = materialize(judging.repo, sha, work / "arms" / name)
+        arms.append(
+            ArmSpec(
+                name=name,
+                kind=ArmKind.MODULE,
+                module_path=str(tree / judging.workload.candidate_file),
+                entry_point=judging.workload.static_policy.entry_point,
+                commit_sha=sha,
+            )
+        )
+    trials, _ = correctness_trials(judging.workload)
+    return EvaluationRequest(
+        evaluation_id=f"{job.sha}:{job.stage.value}",
+        workload=judging.workload.name,
+        device=judging.device,
+        config_ids=job.config_ids,
+        arms=arms,
+        judged_arm="candidate",
+        trials=trials,
+        timing=job.timing,
+        config_weights=job.config_weights,
+        seed=secrets.randbelow(2**31),
+        torch_threads=judging.torch_threads,
+    )
+
+
+def judge_stage(judging: Judging, job: StageRequest) -> tuple[EvaluationRequest, EvaluationResult]:
+    """Run the judge subprocess for one stage."""
+    request = build_request(judging, job)
+    work = judging.evals_dir / f"step-{job.step:05d}-{job.stage.value}"
+    return request, run_evaluation(request, work, judging.runner)
+
+
+def ratio_dict(stats: RatioStats | None) -> dict[str, float] | None:
+    """A ratio as a plain dict for the ledger."""
+    if stats is None:
+        return None
+    return {"median": stats.median, "ci_low": stats.ci_low, "ci_high": stats.ci_high}
+
+
+def _summarize(config: ConfigResult) -> ConfigSummary:
+    failed = sum(t.failed_elements for t in config.trials)
+    errors = [t.max_abs_error for t in config.trials if t.max_abs_error is not None]
+    return ConfigSummary(
+        config_id=config.config_id,
+        correct=config.correct,
+        trials=len(config.trials),
+        failed_elements=failed,
+        total_elements=sum(t.total_elements for t in config.trials),
+        max_abs_error=max(errors) if errors else None,
+        problem=next((t.problem for t in config.trials if t.problem), None),
+        ratios=[r.model_dump(mode="json") for r in config.ratios],
+    )
+
+
+def _finite(value: float | None) -> float | None:
+    return value if value is not None and math.isfinite(value) else None
+
+
+def evaluation_records(
+    job: StageRequest, request: EvaluationRequest, result: EvaluationResult
+) -> list[Record]:
+    """Fingerprint, summary event and one measurement row per (config, arm)."""
+    records: list[Record] = []
+    fingerprint_id = None
+    if result.fingerprint:
+        fingerprint = FingerprintRecord.from_content(dict(result.fingerprint))
+        fingerprint_id = fingerprint.fingerprint_id
+        records.append(fingerprint)
+    summary = EvaluationSummary(
+        step=job.step,
+        sha=job.sha,
+        evaluation_id=request.evaluation_id,
+        stage=job.stage,
+        outcome=result.outcome.value,
+        message=result.message[-4000:],
+        wall_s=result.wall_s,
+        protocol=result.protocol,
+        fingerprint_id=fingerprint_id,
+        timer_resolution_ns=_finite(result.timer_resolution_ns),
+        arms=job.arms,
+        configs=[_summarize(c) for c in result.configs],
+        aggregates=[a.model_dump(mode="json") for a in result.aggregates],
+        trial_seeds=[t.seed for t in request.trials],
+    )
+    records.append(summary.to_event(EventKind.EVALUATION))
+    for config in result.configs:
+        for timing in config.timings:
+            records.append(
+                MeasurementRecord(
+                    evaluation_id=request.evaluation_id,
+                    commit_sha=job.arms[timing.arm],
+                    config_id=config.config_id,
+                    arm=timing.arm,
+                    stage=job.stage.value,
+                    samples_ns=timing.samples_ns,
+                    median_ns=timing.median_ns,
+                    fingerprint_id=fingerprint_id or "",
+                    protocol=result.protocol,
+                    extra={"calls_per_block": timing.calls_per_block, "rounds": config.rounds},
+                )
+            )
+    return records

@@ -1,0 +1,158 @@
+"""Typed payloads of the orchestrator's ledger events and verdict details."""
+
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ledger import EventRecord
+
+
+class EventKind(enum.StrEnum):
+    """Kinds of generic ledger events the orchestrator writes."""
+
+    RUN_STARTED = "run_started"
+    IDEA_REGISTERED = "idea_registered"
+    STEP_STARTED = "step_started"
+    EXPANSION_FAILED = "expansion_failed"
+    STATIC_CHECKED = "static_checked"
+    EVALUATION = "evaluation"
+    RUN_STOPPED = "run_stopped"
+
+
+class Stage(enum.StrEnum):
+    """Pipeline stages of one candidate."""
+
+    STATIC = "static"
+    SCREEN = "screen"
+    SWEEP = "sweep"
+
+
+class Payload(BaseModel):
+    """Base of event payloads: frozen, serialized into the ledger as JSON."""
+
+    model_config = ConfigDict(frozen=True)
+
+    def to_event(self, kind: EventKind) -> EventRecord:
+        """The ledger record carrying this payload."""
+        return EventRecord(kind=kind.value, payload=self.model_dump(mode="json"))
+
+
+class RunStarted(Payload):
+    """A run (or a resumption of it) began with these choices."""
+
+    workload: str = Field(description="Workload name.")
+    device: str = Field(description="Resolved device ('cpu', 'cuda').")
+    config_set: str = Field(description="Config set searched.")
+    config_ids: list[str] = Field(description="Configs of the full sweep.")
+    screening_ids: list[str] = Field(description="Configs of the screen.")
+    baseline: str = Field(description="What the speed baseline is, exactly.")
+    seed: int = Field(description="Seed of the search's random choices.")
+    settings: dict[str, Any] = Field(description="The full settings of the invocation.")
+    resumed: bool = Field(description="True when the run dir already held a ledger.")
+
+
+class IdeaRegistered(Payload):
+    """An idea from the workload's starter library, as it was when the run began."""
+
+    idea_id: str = Field(description="Stable idea id (the library slug).")
+    text: str = Field(description="The idea in words.")
+    source: str = Field(description="'library'.")
+    quality: float = Field(description="Rubric score q.")
+    uncertainty: float = Field(description="Rubric uncertainty H.")
+    targets: dict[str, str | None] = Field(description="Tunable settings the idea asks for.")
+    devices: list[str] = Field(description="Device kinds where the idea can matter.")
+
+
+class StepStarted(Payload):
+    """The samplers chose a parent and an idea for a step."""
+
+    step: int = Field(description="Step number (1-based; 0 is the seed).")
+    parent_sha: str = Field(description="Declared parent commit.")
+    idea_id: str = Field(description="Idea to implement.")
+    parent_theta: float | None = Field(description="Candidate sampler draw (None if forced).")
+    idea_theta: float = Field(description="Idea sampler draw (posterior mean if forced).")
+    idea_forced: bool = Field(description="True when a fresh human idea jumped the queue.")
+    parent_forced: bool = Field(description="True when a REDIRECT chose the parent.")
+
+
+class ExpansionFailed(Payload):
+    """The expander produced no commit for a step."""
+
+    step: int = Field(description="Step number.")
+    parent_sha: str = Field(description="Declared parent commit.")
+    idea_id: str = Field(description="Idea that was tried.")
+    outcome: str = Field(description="Expander outcome ('no_change', 'failed').")
+    message: str = Field(description="Why nothing was committed.")
+
+
+class StaticChecked(Payload):
+    """Static checks of a candidate's source."""
+
+    step: int = Field(description="Step number.")
+    sha: str = Field(description="Candidate commit.")
+    passed: bool = Field(description="No findings.")
+    findings: list[dict[str, Any]] = Field(description="Each finding: rule, file, line, message.")
+
+
+class ConfigSummary(BaseModel):
+    """Per-config digest of an evaluation (raw samples live in measurement rows)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    config_id: str = Field(description="Config id.")
+    correct: bool = Field(description="All trials passed.")
+    trials: int = Field(description="Trials run.")
+    failed_elements: int = Field(description="Failing elements over all trials.")
+    total_elements: int = Field(description="Elements compared over all trials.")
+    max_abs_error: float | None = Field(description="Largest |out - ref| seen.")
+    problem: str | None = Field(description="First non-numeric problem (shape, mutation...).")
+    ratios: list[dict[str, Any]] = Field(description="Paired ratios of the judged arm.")
+
+
+class EvaluationSummary(Payload):
+    """One judge run of one candidate at one stage."""
+
+    step: int = Field(description="Step number.")
+    sha: str = Field(description="Candidate commit.")
+    evaluation_id: str = Field(description="Evaluation id (keys the measurement rows).")
+    stage: Stage = Field(description="screen or sweep.")
+    outcome: str = Field(description="Harness outcome.")
+    message: str = Field(description="Harness message (traceback tail on errors).")
+    wall_s: float = Field(description="Wall time of the judge process.")
+    protocol: str = Field(description="Timing protocol.")
+    fingerprint_id: str | None = Field(description="Environment fingerprint id.")
+    timer_resolution_ns: float | None = Field(description="Measured timer tick.")
+    arms: dict[str, str] = Field(description="Arm name -> commit sha ('reference' for baseline).")
+    configs: list[ConfigSummary] = Field(description="Per-config digest.")
+    aggregates: list[dict[str, Any]] = Field(description="Geometric-mean ratios over configs.")
+    trial_seeds: list[int] = Field(description="Seeds of the correctness trials (salt included).")
+
+
+class RunStopped(Payload):
+    """A run invocation ended cleanly."""
+
+    reason: str = Field(description="Why it stopped (budget, candidates, interrupt).")
+    steps_this_invocation: int = Field(description="Steps completed by this invocation.")
+    elapsed_s: float = Field(description="Wall time of this invocation.")
+
+
+class VerdictDetails(BaseModel):
+    """What a verdict was decided on (stored in the verdict record's details)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    step: int = Field(description="Step number.")
+    success: bool = Field(description="Correct and measurably faster than its parent.")
+    vs_parent: dict[str, float] | None = Field(default=None, description="Ratio vs parent.")
+    vs_frontier: dict[str, float] | None = Field(default=None, description="Ratio vs frontier.")
+    vs_baseline: dict[str, float] | None = Field(default=None, description="Ratio vs baseline.")
+    frontier_before: str | None = Field(default=None, description="Frontier at decision time.")
+    per_config_speedup: dict[str, float] = Field(
+        default_factory=dict, description="Uncapped per-config speedup over the baseline."
+    )
+    capped_configs: list[str] = Field(default_factory=list, description="Where a cap bound.")
+    objective_kind: str | None = Field(default=None, description="Aggregate used.")
+    noise_floor: float | None = Field(default=None, description="Floor used by the rule.")

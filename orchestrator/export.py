@@ -1,0 +1,192 @@
+"""`ratchet checkout` and `ratchet export`: a candidate's exact tree, or a standalone submission."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import git
+from pydantic import BaseModel, Field
+
+from harness.static_checks import check_sources
+from kernels.workload import StaticPolicy, Workload
+from ledger import Ledger
+from orchestrator.events import EvaluationSummary, Stage
+from orchestrator.state import CandidateView, SearchState, derive_state
+from orchestrator.workspace import RunPaths, open_repository, read_file, resolve_sha
+from search import Verdict
+
+ENVIRONMENT_FILE = "RATCHET_ENVIRONMENT.json"
+SUBMISSION_FILE = "submission.py"
+MANIFEST_FILE = "manifest.json"
+STANDALONE_IMPORTS = ("torch", "triton", "math", "typing", "__future__")
+
+
+class ExportError(RuntimeError):
+    """The candidate cannot be checked out or exported as asked."""
+
+
+class ConfigResultRow(BaseModel):
+    """One config's measured result in the manifest."""
+
+    speedup: float | None = Field(description="Paired median ratio baseline/candidate.")
+    ci_low: float | None = Field(description="Lower end of its 95% CI.")
+    ci_high: float | None = Field(description="Upper end of its 95% CI.")
+    failed_elements: int = Field(description="Failing elements over all correctness trials.")
+    total_elements: int = Field(description="Elements compared.")
+    max_abs_error: float | None = Field(description="Largest |out - ref| seen.")
+
+
+class ExportManifest(BaseModel):
+    """manifest.json: ties the submission to its commit, lineage, ledger and results."""
+
+    commit: str = Field(description="Candidate commit sha.")
+    tree: str = Field(description="Its git tree sha.")
+    workload: str = Field(description="Workload name.")
+    entry_point: str = Field(description="Class to instantiate from submission.py.")
+    declared_lineage: list[str] = Field(description="Declared parents up to the seed.")
+    verdict: str | None = Field(description="The candidate's verdict.")
+    objective: float | None = Field(description="Objective vs the baseline.")
+    objective_kind: str | None = Field(description="Which aggregate the objective is.")
+    baseline: str | None = Field(description="What the baseline is, exactly.")
+    device: str | None = Field(description="Device the results were measured on.")
+    config_set: str | None = Field(description="Config set of the results.")
+    per_config: dict[str, ConfigResultRow] = Field(description="Per-config results.")
+    environment: dict[str, Any] = Field(description="Environment fingerprint of the sweep.")
+    ledger_head_seq: int = Field(description="Ledger entries at export time.")
+    ledger_head_hash: str = Field(description="Ledger head hash at export time.")
+    exported_at: str = Field(description="UTC time of the export.")
+    ratchet_version: str = Field(description="Version of Ratchet that exported it.")
+
+
+def _candidate(state: SearchState, repo: git.Repo, prefix: str | None) -> CandidateView:
+    if prefix is None:
+        if state.frontier_sha is None:
+            raise ExportError("the run has no frontier yet; pass --sha")
+        return state.candidates[state.frontier_sha]
+    sha = resolve_sha(repo, list(state.candidates), prefix)
+    return state.candidates[sha]
+
+
+def _lineage(state: SearchState, sha: str) -> list[str]:
+    chain = []
+    current: str | None = sha
+    while current is not None:
+        chain.append(current)
+        current = state.candidates[current].parent_sha
+    return chain
+
+
+def _sweep_for(ledger: Ledger, sha: str) -> EvaluationSummary | None:
+    for stored in ledger.events(kind="evaluation"):
+        summary = EvaluationSummary.model_validate(stored.record.payload)
+        if summary.sha == sha and summary.stage is Stage.SWEEP:
+            return summary
+    return None
+
+
+def checkout_candidate(run_dir: Path, ledger: Ledger, prefix: str, into: Path | None) -> Path:
+    """A git worktree of the candidate's exact commit, with its environment fingerprint beside."""
+    paths = RunPaths(run_dir.resolve())
+    repo = open_repository(paths)
+    state = derive_state(ledger)
+    sha = resolve_sha(repo, list(state.candidates), prefix)
+    target = (into or paths.root / "checkouts" / sha[:12]).resolve()
+    if target.exists() and any(target.iterdir()):
+        raise ExportError(f"{target} exists and is not empty; choose another --into")
+    if target.exists():
+        target.rmdir()
+    repo.git.worktree("add", "--detach", str(target), sha)
+    exclude = Path(repo.git_dir) / "info" / "exclude"
+    exclude.parent.mkdir(parents=True, exist_ok=True)
+    existing = exclude.read_text() if exclude.exists() else ""
+    if ENVIRONMENT_FILE not in existing.split():
+        exclude.write_text(existing + f"\n{ENVIRONMENT_FILE}\n")
+    sweep = _sweep_for(ledger, sha)
+    fingerprint: dict[str, Any] = {}
+    if sweep and sweep.fingerprint_id:
+        stored = ledger.fingerprint(sweep.fingerprint_id)
+        fingerprint = stored.record.content if stored else {}
+    (target / ENVIRONMENT_FILE).write_text(
+        json.dumps({"commit": sha, "environment": fingerprint}, indent=2, sort_keys=True)
+    )
+    return target
+
+
+def _per_config(sweep: EvaluationSummary | None) -> dict[str, ConfigResultRow]:
+    rows = {}
+    for config in sweep.configs if sweep else []:
+        base = next((r for r in config.ratios if r.get("other") == "baseline"), None)
+        rows[config.config_id] = ConfigResultRow(
+            speedup=base["median"] if base else None,
+            ci_low=base["ci_low"] if base else None,
+            ci_high=base["ci_high"] if base else None,
+            failed_elements=config.failed_elements,
+            total_elements=config.total_elements,
+            max_abs_error=config.max_abs_error,
+        )
+    return rows
+
+
+def _version() -> str:
+    try:
+        return metadata.version("ratchet")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def export_candidate(
+    run_dir: Path, ledger: Ledger, workload: Workload, prefix: str | None, out: Path
+) -> ExportManifest:
+    """Write submission.py (standalone: torch/triton only) and manifest.json into `out`."""
+    if out.exists() and any(out.iterdir()):
+        raise ExportError(f"{out} exists and is not empty; choose another --out")
+    repo = open_repository(RunPaths(run_dir.resolve()))
+    state = derive_state(ledger)
+    cand = _candidate(state, repo, prefix)
+    if cand.verdict not in (Verdict.PROMOTED, Verdict.REJECTED, Verdict.INCONCLUSIVE):
+        raise ExportError(
+            f"candidate {cand.sha[:10]} was judged {cand.verdict}: it has no full-sweep result "
+            "to ship; export the frontier or another candidate that passed the sweep"
+        )
+    source = read_file(repo, cand.sha, workload.candidate_file)
+    policy = StaticPolicy(
+        entry_point=workload.static_policy.entry_point,
+        allowed_imports=STANDALONE_IMPORTS,
+        shape_constants=workload.static_policy.shape_constants,
+    )
+    report = check_sources({SUBMISSION_FILE: source}, policy, SUBMISSION_FILE)
+    if not report.passed:
+        raise ExportError(f"the candidate is not a standalone submission:\n{report.summary()}")
+    sweep = _sweep_for(ledger, cand.sha)
+    fingerprint: dict[str, Any] = {}
+    if sweep and sweep.fingerprint_id:
+        stored = ledger.fingerprint(sweep.fingerprint_id)
+        fingerprint = stored.record.content if stored else {}
+    head_seq, head_hash = ledger.head()
+    manifest = ExportManifest(
+        commit=cand.sha,
+        tree=cand.tree_sha,
+        workload=workload.name,
+        entry_point=workload.static_policy.entry_point,
+        declared_lineage=_lineage(state, cand.sha),
+        verdict=cand.verdict.value if cand.verdict else None,
+        objective=cand.objective,
+        objective_kind=cand.details.get("objective_kind"),
+        baseline=state.run.baseline if state.run else None,
+        device=state.run.device if state.run else None,
+        config_set=state.run.config_set if state.run else None,
+        per_config=_per_config(sweep),
+        environment=fingerprint,
+        ledger_head_seq=head_seq,
+        ledger_head_hash=head_hash,
+        exported_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        ratchet_version=_version(),
+    )
+    out.mkdir(parents=True, exist_ok=True)
+    (out / SUBMISSION_FILE).write_text(source, encoding="utf-8")
+    (out / MANIFEST_FILE).write_text(manifest.model_dump_json(indent=2), encoding="utf-8")
+    return manifest

@@ -1,0 +1,154 @@
+"""The search loop: choose parent and idea, run the pipeline, repeat until a budget ends."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from orchestrator.events import EventKind, RunStopped, StepStarted
+from orchestrator.stages import (
+    LoopContext,
+    SweepJob,
+    expand_step,
+    screen_step,
+    static_step,
+    sweep_step,
+)
+from orchestrator.state import SearchState, StepView, derive_state
+from search import PriorStrength, Verdict, choose_idea, choose_parent
+
+
+class SeedFailedError(RuntimeError):
+    """The seed candidate did not pass the judge: nothing can be searched from it."""
+
+
+@dataclass
+class StopSignal:
+    """Set by a signal handler; the loop stops between stages."""
+
+    requested: bool = False
+
+
+@dataclass
+class RunSummary:
+    """How an invocation ended."""
+
+    reason: str
+    steps: int
+    elapsed_s: float
+    state: SearchState = field(repr=False)
+
+
+def _human_prior(ctx: LoopContext) -> tuple[float, float]:
+    return (ctx.settings.human_idea_quality, ctx.settings.human_idea_uncertainty)
+
+
+def current_state(ctx: LoopContext) -> SearchState:
+    """The search state as the ledger says it is now (new messages included)."""
+    return derive_state(ctx.ledger, _human_prior(ctx))
+
+
+def ensure_seed(ctx: LoopContext, state: SearchState) -> SearchState:
+    """Judge the seed once (static checks and full sweep): it becomes the first frontier."""
+    assert state.seed_sha is not None
+    seed = state.candidates[state.seed_sha]
+    if seed.verdict is not None:
+        if seed.verdict is not Verdict.PROMOTED:
+            raise SeedFailedError(f"the seed candidate was judged {seed.verdict}: see the ledger")
+        return state
+    ctx.reporter.line(f"seed {seed.sha[:10]}: judging the reference in the candidate API")
+    verdict = sweep_step(ctx, state, SweepJob(step=0, sha=seed.sha, parent_sha=None))
+    if verdict is not Verdict.PROMOTED:
+        raise SeedFailedError(
+            f"the seed candidate failed the judge ({verdict}); the workload, its configs or the "
+            f"device is broken: read {ctx.paths.evals}/step-00000-sweep/judge.log"
+        )
+    return current_state(ctx)
+
+
+def choose_step(ctx: LoopContext, state: SearchState) -> StepStarted:
+    """Draw a parent (clade metaproductivity) and an idea (rubric priors) for the next step."""
+    number = state.next_step
+    rng = np.random.default_rng([ctx.settings.seed, number])
+    redirect = state.redirect
+    forced_parent = redirect.parent if redirect and number <= redirect.until_step else None
+    parent_theta: float | None = None
+    if forced_parent is None:
+        parent = choose_parent(state.lineage(), rng)
+        parent_sha, parent_theta = parent.node_id, parent.theta
+    else:
+        parent_sha = forced_parent
+    strength = PriorStrength(k_min=ctx.settings.k_min, k_max=ctx.settings.k_max)
+    idea = choose_idea(state.idea_arms(ctx.device), strength, rng)
+    return StepStarted(
+        step=number,
+        parent_sha=parent_sha,
+        idea_id=idea.idea_id,
+        parent_theta=parent_theta,
+        idea_theta=idea.theta,
+        idea_forced=idea.forced,
+        parent_forced=forced_parent is not None,
+    )
+
+
+def advance_step(ctx: LoopContext, state: SearchState, step: StepView) -> None:
+    """Run the next missing stage of an open step."""
+    if step.sha is None:
+        expand_step(ctx, state, step)
+    elif step.static is None:
+        static_step(ctx, state, step)
+    elif step.screen is None:
+        screen_step(ctx, state, step)
+    elif step.sweep is None:
+        sweep_step(ctx, state, SweepJob(step.started.step, step.sha, step.started.parent_sha))
+
+
+def _new_candidates(state: SearchState) -> int:
+    return sum(1 for c in state.candidates.values() if c.parent_sha is not None)
+
+
+def _describe_start(state: SearchState, started: StepStarted) -> str:
+    idea = state.ideas[started.idea_id]
+    parent = f"{started.parent_sha[:10]}" + (
+        " (redirect)" if started.parent_forced else f" (theta {started.parent_theta:.2f})"
+    )
+    how = "forced: fresh human idea" if started.idea_forced else f"theta {started.idea_theta:.2f}"
+    return f"step {started.step}: parent {parent}, idea {idea.idea_id} ({how}): {idea.text[:80]}"
+
+
+def run_loop(ctx: LoopContext, stop: StopSignal) -> RunSummary:
+    """Resume any open step, then start steps until the time or candidate budget ends."""
+    started_at = time.monotonic()
+    steps_done = 0
+    state = ensure_seed(ctx, current_state(ctx))
+    reason = "budget"
+    while True:
+        if stop.requested:
+            reason = "interrupted"
+            break
+        step = state.open_step
+        if step is None:
+            elapsed = time.monotonic() - started_at
+            limit = ctx.settings.max_candidates
+            if limit is not None and _new_candidates(state) >= limit:
+                reason = f"reached {limit} candidates"
+                break
+            if elapsed >= ctx.settings.minutes * 60:
+                reason = f"time budget of {ctx.settings.minutes:g} min used"
+                break
+            started = choose_step(ctx, state)
+            ctx.ledger.append(started.to_event(EventKind.STEP_STARTED))
+            ctx.reporter.line(_describe_start(state, started))
+        else:
+            advance_step(ctx, state, step)
+            state = current_state(ctx)
+            if state.steps[step.started.step].closed:
+                steps_done += 1
+            continue
+        state = current_state(ctx)
+    elapsed = time.monotonic() - started_at
+    stopped = RunStopped(reason=reason, steps_this_invocation=steps_done, elapsed_s=elapsed)
+    ctx.ledger.append(stopped.to_event(EventKind.RUN_STOPPED))
+    return RunSummary(reason=reason, steps=steps_done, elapsed_s=elapsed, state=current_state(ctx))

@@ -1,0 +1,328 @@
+"""Service functions behind the CLI: one per command, domain errors as RatchetError."""
+
+from __future__ import annotations
+
+import getpass
+import signal
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+
+from agents.expander import Expander
+from agents.offline import OfflineExpander
+from harness.runner import RunnerSettings
+from kernels.registry import UnknownWorkloadError, resolve_workload
+from kernels.workload import ConfigSet, Workload
+from ledger import (
+    CandidateRecord,
+    Ledger,
+    LedgerEntry,
+    LedgerError,
+    LedgerNotFoundError,
+    Record,
+    VerifyReport,
+)
+from orchestrator.evaluation import Judging
+from orchestrator.events import EventKind, IdeaRegistered, RunStarted
+from orchestrator.export import ExportManifest, checkout_candidate, export_candidate
+from orchestrator.loop import RunSummary, SeedFailedError, StopSignal, run_loop
+from orchestrator.messages import MessageContext, MessageError, parse_message
+from orchestrator.settings import DeviceChoice, ExpanderKind, Settings
+from orchestrator.stages import LoopContext, Reporter
+from orchestrator.state import SearchState, derive_state
+from orchestrator.status import StatusReport, build_status
+from orchestrator.workspace import RunPaths, init_repository, open_repository
+
+CODE_ROOT = Path(__file__).resolve().parent.parent
+
+
+class RatchetError(Exception):
+    """A user-facing failure: the message says what failed, the value, and the fix."""
+
+
+class PrintReporter:
+    """Progress lines on stdout with the elapsed time."""
+
+    def __init__(self) -> None:
+        self._start = time.monotonic()
+
+    def line(self, text: str) -> None:
+        elapsed = time.monotonic() - self._start
+        print(f"[{elapsed:7.1f}s] {text}", flush=True)
+
+
+def resolve_device(choice: DeviceChoice) -> str:
+    """'cpu' or 'cuda' for this machine."""
+    if choice is DeviceChoice.CPU:
+        return "cpu"
+    import torch
+
+    available = torch.cuda.is_available()
+    if choice is DeviceChoice.CUDA and not available:
+        raise RatchetError(
+            "--device cuda was asked for but no CUDA device is visible; use --device cpu"
+        )
+    return "cuda" if available else "cpu"
+
+
+def _workload(name: str) -> Workload:
+    try:
+        return resolve_workload(name)
+    except UnknownWorkloadError as exc:
+        raise RatchetError(str(exc)) from exc
+
+
+def _config_set(workload: Workload, settings: Settings, device: str) -> ConfigSet:
+    name = settings.config_set or workload.default_config_set[device]
+    try:
+        return workload.config_set(name)
+    except ValueError as exc:
+        raise RatchetError(str(exc)) from exc
+
+
+def _make_expander(settings: Settings) -> Expander:
+    if settings.expander is ExpanderKind.OFFLINE:
+        return OfflineExpander()
+    raise RatchetError(f"expander {settings.expander} is not available")
+
+
+def _open_existing(run_dir: Path) -> Ledger:
+    try:
+        return Ledger.open_path(RunPaths(run_dir).ledger, create=False)
+    except LedgerNotFoundError:
+        raise RatchetError(
+            f"no Ratchet run in {run_dir}: start one with 'ratchet run --run-dir {run_dir}'"
+        ) from None
+    except LedgerError as exc:
+        raise RatchetError(f"cannot open the ledger of {run_dir}: {exc}") from exc
+
+
+@contextmanager
+def open_run_ledger(run_dir: Path) -> Iterator[Ledger]:
+    """The ledger of an existing run (never creates one)."""
+    ledger = _open_existing(run_dir)
+    try:
+        yield ledger
+    finally:
+        ledger.close()
+
+
+def _start_records(
+    settings: Settings, workload: Workload, device: str, config_set: ConfigSet, resumed: bool
+) -> list[Record]:
+    started = RunStarted(
+        workload=workload.name,
+        device=device,
+        config_set=config_set.name,
+        config_ids=list(config_set.config_ids),
+        screening_ids=list(config_set.screening_ids),
+        baseline=workload.baseline,
+        seed=settings.seed,
+        settings=settings.model_dump(mode="json"),
+        resumed=resumed,
+    )
+    records: list[Record] = [started.to_event(EventKind.RUN_STARTED)]
+    if not resumed:
+        for idea in workload.load_ideas():
+            registered = IdeaRegistered(
+                idea_id=idea.slug,
+                text=idea.text,
+                source="library",
+                quality=idea.quality,
+                uncertainty=idea.uncertainty,
+                targets=idea.targets,
+                devices=list(idea.devices),
+            )
+            records.append(registered.to_event(EventKind.IDEA_REGISTERED))
+    return records
+
+
+def _check_compatible(
+    state: SearchState, workload: Workload, device: str, config_set: ConfigSet
+) -> None:
+    run = state.run
+    assert run is not None
+    mine = (workload.name, device, config_set.name)
+    theirs = (run.workload, run.device, run.config_set)
+    if mine != theirs:
+        raise RatchetError(
+            f"this run dir was started with workload/device/config set {theirs}, not {mine}; "
+            "pass the same options to resume it, or use a new --run-dir"
+        )
+
+
+def _prepare_run_dir(paths: RunPaths) -> None:
+    if paths.root.exists() and not paths.ledger.exists() and any(paths.root.iterdir()):
+        raise RatchetError(
+            f"{paths.root} exists, is not empty and holds no Ratchet ledger; "
+            "pick a new --run-dir or empty it"
+        )
+    paths.root.mkdir(parents=True, exist_ok=True)
+
+
+@dataclass
+class _Prepared:
+    ctx: LoopContext
+    resumed: bool
+
+
+def prepare_run(settings: Settings, reporter: Reporter) -> _Prepared:
+    """Open or create the run dir, record the run's start, wire the loop's context."""
+    workload = _workload(settings.workload)
+    device = resolve_device(settings.device)
+    config_set = _config_set(workload, settings, device)
+    paths = RunPaths(settings.run_dir.resolve())
+    _prepare_run_dir(paths)
+    ledger = Ledger.open_path(paths.ledger)
+    state = derive_state(ledger)
+    resumed = state.run is not None
+    if resumed:
+        _check_compatible(state, workload, device, config_set)
+        repo = open_repository(paths)
+    else:
+        repo = init_repository(paths, workload)
+        seed = repo.head.commit
+        seed_record = CandidateRecord(
+            sha=seed.hexsha,
+            tree_sha=seed.tree.hexsha,
+            parent_sha=None,
+            step=0,
+            idea_id=None,
+            agent="seed",
+            message=str(seed.message),
+            prompt_hash=None,
+            cost={},
+        )
+    records = _start_records(settings, workload, device, config_set, resumed)
+    ledger.append_many(records if resumed else [*records, seed_record])
+    runner = RunnerSettings(
+        timeout_s=settings.eval_timeout_s, lock_dir=settings.lock_dir, code_root=CODE_ROOT
+    )
+    judging = Judging(
+        workload=workload,
+        device=device,
+        repo=repo,
+        evals_dir=paths.evals,
+        runner=runner,
+        torch_threads=settings.torch_threads,
+    )
+    ctx = LoopContext(
+        settings=settings,
+        workload=workload,
+        device=device,
+        config_set=config_set,
+        paths=paths,
+        ledger=ledger,
+        repo=repo,
+        expander=_make_expander(settings),
+        judging=judging,
+        reporter=reporter,
+    )
+    return _Prepared(ctx=ctx, resumed=resumed)
+
+
+@contextmanager
+def _stop_on_signals(stop: StopSignal, reporter: Reporter) -> Iterator[None]:
+    def handler(signum: int, frame: FrameType | None) -> None:
+        if stop.requested:
+            raise KeyboardInterrupt
+        stop.requested = True
+        reporter.line("stopping after the current stage (signal again to abort now)")
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def run_search(settings: Settings, reporter: Reporter | None = None) -> RunSummary:
+    """`ratchet run`: search until a budget ends; resumable from the run dir at any moment."""
+    reporter = reporter or PrintReporter()
+    prepared = prepare_run(settings, reporter)
+    ctx = prepared.ctx
+    what = "resuming" if prepared.resumed else "starting"
+    reporter.line(
+        f"{what} run in {ctx.paths.root}: workload {ctx.workload.name}, device {ctx.device}, "
+        f"configs {ctx.config_set.name} ({', '.join(ctx.config_set.config_ids)}), "
+        f"expander {ctx.expander.name}, budget {settings.minutes:g} min"
+        + (f" / {settings.max_candidates} candidates" if settings.max_candidates else "")
+    )
+    stop = StopSignal()
+    try:
+        with _stop_on_signals(stop, reporter):
+            return run_loop(ctx, stop)
+    except SeedFailedError as exc:
+        raise RatchetError(str(exc)) from exc
+    finally:
+        ctx.ledger.close()
+
+
+def inject_message(run_dir: Path, kind: str, text: str, author: str | None = None) -> int:
+    """`ratchet inject`: validate and append a steering message; returns its ledger seq."""
+    with open_run_ledger(run_dir) as ledger:
+        state = derive_state(ledger)
+        if state.run is None:
+            raise RatchetError(f"the run in {run_dir} has not started yet; nothing to steer")
+        context = MessageContext(
+            config_ids=state.run.config_ids,
+            idea_ids=list(state.ideas),
+            candidate_shas=[c.sha for c in state.candidates.values() if c.expandable],
+        )
+        try:
+            record = parse_message(kind, text, author or _author(), context)
+        except MessageError as exc:
+            raise RatchetError(str(exc)) from exc
+        return ledger.append(record)
+
+
+def _author() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "human"
+
+
+def verify_ledger(run_dir: Path) -> VerifyReport:
+    """`ratchet ledger verify`: recompute the whole hash chain."""
+    with open_run_ledger(run_dir) as ledger:
+        return ledger.verify()
+
+
+def show_ledger(run_dir: Path, limit: int | None, after: int = 0) -> list[LedgerEntry]:
+    """`ratchet ledger show`: the chain entries in order (the last `limit` when given)."""
+    with open_run_ledger(run_dir) as ledger:
+        if limit is not None:
+            head, _ = ledger.head()
+            after = max(after, head - limit)
+        return ledger.entries(after_seq=after)
+
+
+def _workload_of_run(ledger: Ledger, run_dir: Path) -> Workload:
+    state = derive_state(ledger)
+    if state.run is None:
+        raise RatchetError(f"the run in {run_dir} has not started yet")
+    return _workload(state.run.workload)
+
+
+def run_status(run_dir: Path) -> StatusReport:
+    """`ratchet status`."""
+    with open_run_ledger(run_dir) as ledger:
+        return build_status(run_dir, ledger)
+
+
+def checkout(run_dir: Path, sha: str, into: Path | None) -> Path:
+    """`ratchet checkout`: a worktree of the candidate's exact commit."""
+    with open_run_ledger(run_dir) as ledger:
+        return checkout_candidate(run_dir, ledger, sha, into)
+
+
+def export(run_dir: Path, sha: str | None, out: Path) -> ExportManifest:
+    """`ratchet export`: submission.py + manifest.json of the frontier (or `sha`)."""
+    with open_run_ledger(run_dir) as ledger:
+        workload = _workload_of_run(ledger, run_dir)
+        return export_candidate(run_dir, ledger, workload, sha, out)

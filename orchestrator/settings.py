@@ -1,0 +1,152 @@
+"""The one settings object, layered defaults -> file -> environment -> flags, read in one place."""
+
+from __future__ import annotations
+
+import enum
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from harness.models import TimingPlan
+from search import ObjectiveKind
+
+ENV_PREFIX = "RATCHET_"
+RUN_DIR_CONFIG = "ratchet.toml"
+
+
+class SettingsError(ValueError):
+    """Settings that cannot be used (missing file, bad value, unknown key)."""
+
+
+class DeviceChoice(enum.StrEnum):
+    """Where candidates are judged."""
+
+    AUTO = "auto"
+    CPU = "cpu"
+    CUDA = "cuda"
+
+
+class ExpanderKind(enum.StrEnum):
+    """Which expander writes candidates."""
+
+    OFFLINE = "offline"
+
+
+class Settings(BaseModel):
+    """Everything a run needs to know; built only by load_settings."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    run_dir: Path = Field(default=Path("ratchet-run"), description="Ledger, repo and evaluations.")
+    workload: str = Field(default="track3", description="Workload name or 'module:factory'.")
+    device: DeviceChoice = Field(default=DeviceChoice.AUTO, description="auto, cpu or cuda.")
+    config_set: str | None = Field(
+        default=None, description="Config set to search (default: the workload's for the device)."
+    )
+    minutes: float = Field(default=3.0, gt=0, description="Wall-clock budget of this invocation.")
+    max_candidates: int | None = Field(
+        default=None, gt=0, description="Stop once the ledger holds this many new candidates."
+    )
+    expander: ExpanderKind = Field(default=ExpanderKind.OFFLINE, description="Expander to use.")
+    seed: int = Field(default=0, description="Seed of the search's random choices.")
+    noise_floor: float = Field(
+        default=0.01, ge=0, description="Relative change a CI must clear to count as faster."
+    )
+    objective: ObjectiveKind = Field(default=ObjectiveKind.GEOMEAN, description="Aggregate.")
+    objective_cap: float = Field(default=3.0, gt=1, description="Cap for capped_geomean.")
+    k_min: float = Field(default=2.0, gt=0, description="Weakest idea prior strength.")
+    k_max: float = Field(default=20.0, gt=0, description="Strongest idea prior strength.")
+    human_idea_quality: float = Field(
+        default=0.75, gt=0, lt=1, description="Optimistic prior q of a human IDEA."
+    )
+    human_idea_uncertainty: float = Field(
+        default=1.0, ge=0, le=1, description="Uncertainty H of a human IDEA (1: weak prior)."
+    )
+    eval_timeout_s: float = Field(default=600.0, gt=0, description="Cap per evaluation.")
+    lock_dir: Path = Field(
+        default=Path("/tmp/ratchet-locks"), description="Machine-wide per-device lock files."
+    )
+    torch_threads: int | None = Field(default=None, gt=0, description="CPU judge threads.")
+    screen_timing: TimingPlan | None = Field(
+        default=None, description="Screen timing plan (default: by device)."
+    )
+    sweep_timing: TimingPlan | None = Field(
+        default=None, description="Full-sweep timing plan (default: by device)."
+    )
+
+    @property
+    def ledger_path(self) -> Path:
+        """The SQLite ledger of the run."""
+        return self.run_dir / "ledger.sqlite"
+
+
+def default_timing(device_kind: str, stage: str) -> TimingPlan:
+    """Timing plans that fit the device: CPU wall clock needs longer blocks than CUDA events."""
+    if device_kind == "cuda":
+        if stage == "screen":
+            return TimingPlan(warmup_calls=20, target_block_s=0.002, max_rounds=30, budget_s=3.0)
+        return TimingPlan(warmup_calls=20, target_block_s=0.002, max_rounds=60, budget_s=8.0)
+    if stage == "screen":
+        return TimingPlan(min_rounds=6, max_rounds=20, budget_s=1.5, target_half_width=0.03)
+    return TimingPlan(min_rounds=8, max_rounds=40, budget_s=3.0, target_half_width=0.02)
+
+
+def _read_file(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        raise SettingsError(f"config file {path} does not exist; create it or drop --config")
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise SettingsError(f"config file {path} is not valid TOML: {exc}") from exc
+    section = data.get("ratchet", data)
+    if not isinstance(section, dict):
+        raise SettingsError(f"config file {path}: [ratchet] must be a table")
+    return section
+
+
+def _read_environment(environ: Mapping[str, str]) -> dict[str, Any]:
+    fields = Settings.model_fields
+    values: dict[str, Any] = {}
+    for key, raw in environ.items():
+        if not key.startswith(ENV_PREFIX) or key == ENV_PREFIX + "CONFIG":
+            continue
+        name = key[len(ENV_PREFIX) :].lower()
+        if name not in fields:
+            known = ", ".join(ENV_PREFIX + f.upper() for f in fields)
+            raise SettingsError(f"unknown environment variable {key}; known: {known}")
+        values[name] = raw
+    return values
+
+
+def load_settings(
+    flags: Mapping[str, Any],
+    environ: Mapping[str, str] | None = None,
+    config_file: Path | None = None,
+) -> Settings:
+    """Defaults, then the config file (named, or ratchet.toml in the run dir), then RATCHET_*
+    variables, then command-line flags (None flags are 'not given')."""
+    environ = os.environ if environ is None else environ
+    given = {k: v for k, v in flags.items() if v is not None}
+    env_values = _read_environment(environ)
+    named = config_file or (
+        Path(environ[ENV_PREFIX + "CONFIG"]) if ENV_PREFIX + "CONFIG" in environ else None
+    )
+    run_dir = Path(given.get("run_dir") or env_values.get("run_dir") or Settings().run_dir)
+    file_values: dict[str, Any] = {}
+    if named is not None:
+        file_values = _read_file(named)
+    elif (run_dir / RUN_DIR_CONFIG).is_file():
+        file_values = _read_file(run_dir / RUN_DIR_CONFIG)
+    merged = {**file_values, **env_values, **given}
+    try:
+        return Settings.model_validate(merged)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']} (got {err.get('input')!r})"
+            for err in exc.errors()
+        )
+        raise SettingsError(f"invalid settings: {problems}") from None

@@ -1,0 +1,287 @@
+"""Search state derived from the ledger alone, so a restarted run resumes exactly."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ledger import EventRecord, Ledger, StoredEvent, StoredMessage
+from orchestrator.events import (
+    EvaluationSummary,
+    EventKind,
+    ExpansionFailed,
+    IdeaRegistered,
+    RunStarted,
+    Stage,
+    StaticChecked,
+    StepStarted,
+)
+from orchestrator.messages import MessageKind
+from search import IdeaArm, LineageNode, NodeOutcome, Verdict
+
+EXPANDABLE = frozenset({Verdict.PROMOTED, Verdict.REJECTED, Verdict.INCONCLUSIVE})
+
+
+@dataclass
+class CandidateView:
+    """A candidate with its verdict, as the samplers and the CLI see it."""
+
+    sha: str
+    tree_sha: str
+    parent_sha: str | None
+    step: int
+    idea_id: str | None
+    agent: str
+    message: str
+    verdict: Verdict | None = None
+    verdict_stage: str | None = None
+    success: bool = False
+    objective: float | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def expandable(self) -> bool:
+        """Correct and fully measured: it may be chosen as a parent."""
+        return self.verdict in EXPANDABLE and self.verdict_stage == Stage.SWEEP
+
+
+@dataclass
+class IdeaView:
+    """An idea arm with its outcomes so far."""
+
+    idea_id: str
+    text: str
+    source: str
+    quality: float
+    uncertainty: float
+    targets: dict[str, str | None]
+    devices: list[str]
+    order: int
+    author: str = "library"
+    successes: int = 0
+    failures: int = 0
+
+    @property
+    def trials(self) -> int:
+        """Experiments that used the idea."""
+        return self.successes + self.failures
+
+
+@dataclass
+class StepView:
+    """Where one step of the pipeline stands."""
+
+    started: StepStarted
+    sha: str | None = None
+    expansion_failed: ExpansionFailed | None = None
+    static: StaticChecked | None = None
+    screen: EvaluationSummary | None = None
+    sweep: EvaluationSummary | None = None
+    verdict: Verdict | None = None
+
+    @property
+    def closed(self) -> bool:
+        """Nothing left to do for this step."""
+        return self.expansion_failed is not None or self.verdict is not None
+
+
+@dataclass
+class Redirect:
+    """A REDIRECT in force: config focus for the screen and/or a forced parent."""
+
+    configs: list[str] | None
+    parent: str | None
+    until_step: int
+
+
+@dataclass
+class SearchState:
+    """Everything the loop decides from; rebuilt from the ledger at every step."""
+
+    run: RunStarted | None = None
+    candidates: dict[str, CandidateView] = field(default_factory=dict)
+    ideas: dict[str, IdeaView] = field(default_factory=dict)
+    steps: dict[int, StepView] = field(default_factory=dict)
+    frontier_sha: str | None = None
+    constraints: list[str] = field(default_factory=list)
+    config_weights: dict[str, float] = field(default_factory=dict)
+    redirect: Redirect | None = None
+    literature: list[str] = field(default_factory=list)
+    seed_sha: str | None = None
+
+    @property
+    def open_step(self) -> StepView | None:
+        """The step that was started but not finished (at most one)."""
+        pending = [s for s in self.steps.values() if not s.closed]
+        return pending[-1] if pending else None
+
+    @property
+    def next_step(self) -> int:
+        """Number of the next step to start."""
+        return max(self.steps, default=0) + 1
+
+    def lineage(self) -> list[LineageNode]:
+        """Declared parent graph with outcomes, plus failed expansions as failure leaves."""
+        nodes = []
+        for cand in self.candidates.values():
+            if cand.parent_sha is None or cand.verdict is None:
+                outcome = NodeOutcome.UNTRIED
+            else:
+                outcome = NodeOutcome.SUCCESS if cand.success else NodeOutcome.FAILURE
+            nodes.append(
+                LineageNode(
+                    node_id=cand.sha,
+                    parent_id=cand.parent_sha,
+                    expandable=cand.expandable,
+                    outcome=outcome,
+                )
+            )
+        for number, step in self.steps.items():
+            if step.expansion_failed is not None:
+                nodes.append(
+                    LineageNode(
+                        node_id=f"expansion-failed-{number}",
+                        parent_id=step.started.parent_sha,
+                        expandable=False,
+                        outcome=NodeOutcome.FAILURE,
+                    )
+                )
+        return nodes
+
+    def idea_arms(self, device_kind: str) -> list[IdeaArm]:
+        """Idea arms usable on this device, fresh human ideas marked must-try."""
+        return [
+            IdeaArm(
+                idea_id=idea.idea_id,
+                quality=idea.quality,
+                uncertainty=idea.uncertainty,
+                successes=idea.successes,
+                failures=idea.failures,
+                must_try=idea.source == "human" and idea.trials == 0,
+                order=idea.order,
+            )
+            for idea in self.ideas.values()
+            if device_kind in idea.devices
+        ]
+
+
+def _apply_event(state: SearchState, kind: str, payload: dict[str, Any]) -> None:
+    if kind == EventKind.RUN_STARTED and state.run is None:
+        state.run = RunStarted.model_validate(payload)
+    elif kind == EventKind.IDEA_REGISTERED:
+        idea = IdeaRegistered.model_validate(payload)
+        if idea.idea_id not in state.ideas:
+            state.ideas[idea.idea_id] = IdeaView(
+                idea_id=idea.idea_id,
+                text=idea.text,
+                source=idea.source,
+                quality=idea.quality,
+                uncertainty=idea.uncertainty,
+                targets=idea.targets,
+                devices=idea.devices,
+                order=len(state.ideas),
+            )
+    elif kind == EventKind.STEP_STARTED:
+        started = StepStarted.model_validate(payload)
+        state.steps[started.step] = StepView(started=started)
+    elif kind == EventKind.EXPANSION_FAILED:
+        failed = ExpansionFailed.model_validate(payload)
+        state.steps[failed.step].expansion_failed = failed
+        if failed.idea_id in state.ideas:
+            state.ideas[failed.idea_id].failures += 1
+    elif kind == EventKind.STATIC_CHECKED:
+        checked = StaticChecked.model_validate(payload)
+        if checked.step in state.steps:
+            state.steps[checked.step].static = checked
+    elif kind == EventKind.EVALUATION:
+        summary = EvaluationSummary.model_validate(payload)
+        if summary.step in state.steps:
+            step = state.steps[summary.step]
+            if summary.stage is Stage.SCREEN:
+                step.screen = summary
+            else:
+                step.sweep = summary
+
+
+def _apply_message(state: SearchState, stored: StoredMessage, human: tuple[float, float]) -> None:
+    kind, text, payload = stored.record.kind, stored.record.text, stored.record.payload
+    if kind == MessageKind.IDEA:
+        idea_id = f"human-{stored.seq}"
+        state.ideas[idea_id] = IdeaView(
+            idea_id=idea_id,
+            text=text,
+            source="human",
+            quality=human[0],
+            uncertainty=human[1],
+            targets={},
+            devices=["cpu", "cuda"],
+            order=len(state.ideas),
+            author=stored.record.author,
+        )
+    elif kind == MessageKind.CONSTRAINT:
+        state.constraints.append(text)
+    elif kind == MessageKind.PRIORITY:
+        for idea_id, quality in payload.get("ideas", {}).items():
+            if idea_id in state.ideas:
+                state.ideas[idea_id].quality = float(quality)
+        state.config_weights.update({k: float(v) for k, v in payload.get("configs", {}).items()})
+    elif kind == MessageKind.LITERATURE:
+        state.literature.append(text)
+    elif kind == MessageKind.REDIRECT:
+        if payload.get("reset"):
+            state.redirect = None
+        else:
+            state.redirect = Redirect(
+                configs=payload.get("configs"),
+                parent=payload.get("parent"),
+                until_step=state.next_step + int(payload["steps"]) - 1,
+            )
+
+
+def derive_state(ledger: Ledger, human_prior: tuple[float, float] = (0.75, 1.0)) -> SearchState:
+    """Replay the ledger in chain order into a SearchState."""
+    state = SearchState()
+    replay: list[StoredEvent | StoredMessage] = [*ledger.events(), *ledger.messages()]
+    for stored in sorted(replay, key=lambda item: item.seq):
+        if isinstance(stored.record, EventRecord):
+            _apply_event(state, stored.record.kind, stored.record.payload)
+        else:
+            _apply_message(state, stored, human_prior)
+    _apply_candidates(state, ledger)
+    return state
+
+
+def _apply_candidates(state: SearchState, ledger: Ledger) -> None:
+    for stored in ledger.candidates():
+        rec = stored.record
+        state.candidates[rec.sha] = CandidateView(
+            sha=rec.sha,
+            tree_sha=rec.tree_sha,
+            parent_sha=rec.parent_sha,
+            step=rec.step,
+            idea_id=rec.idea_id,
+            agent=rec.agent,
+            message=rec.message,
+        )
+        if rec.parent_sha is None:
+            state.seed_sha = rec.sha
+        if rec.step in state.steps:
+            state.steps[rec.step].sha = rec.sha
+    for stored_verdict in ledger.verdicts():
+        verdict = stored_verdict.record
+        cand = state.candidates[verdict.candidate_sha]
+        cand.verdict = Verdict(verdict.verdict)
+        cand.verdict_stage = verdict.stage
+        cand.success = bool(verdict.details.get("success", False))
+        cand.objective = verdict.objective
+        cand.details = verdict.details
+        if cand.step in state.steps:
+            state.steps[cand.step].verdict = cand.verdict
+        if cand.verdict is Verdict.PROMOTED:
+            state.frontier_sha = cand.sha
+        idea = state.ideas.get(cand.idea_id or "")
+        if idea is not None and cand.parent_sha is not None:
+            if cand.success:
+                idea.successes += 1
+            else:
+                idea.failures += 1

@@ -1,0 +1,187 @@
+"""`ratchet status`: where a run stands, as a typed report (JSON) or text."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from ledger import Ledger
+from orchestrator.state import SearchState, derive_state
+from search import IdeaArm, PriorStrength, Verdict, posterior_parameters
+
+
+class IdeaStatus(BaseModel):
+    """One idea arm and what it has done."""
+
+    id: str = Field(description="Idea id.")
+    text: str = Field(description="The idea in words.")
+    source: str = Field(description="'library' or 'human'.")
+    author: str = Field(description="Who proposed it.")
+    trials: int = Field(description="Experiments that used it.")
+    successes: int = Field(description="Of which measurably faster than their parent.")
+    quality: float = Field(description="Rubric score q (PRIORITY may have changed it).")
+    uncertainty: float = Field(description="Rubric uncertainty H.")
+    posterior_mean: float = Field(description="Mean of its Beta posterior.")
+
+
+class FrontierStatus(BaseModel):
+    """The best candidate so far."""
+
+    sha: str = Field(description="Commit of the frontier candidate.")
+    speedup: float | None = Field(description="Objective vs the baseline (e.g. geomean).")
+    objective_kind: str | None = Field(description="Which aggregate 'speedup' is.")
+    step: int = Field(description="Step that produced it (0: the seed).")
+    idea_id: str | None = Field(description="Idea behind it.")
+    per_config_speedup: dict[str, float] = Field(description="Uncapped per-config speedups.")
+    vs_baseline: dict[str, float] | None = Field(description="Paired aggregate ratio and CI.")
+
+
+class MessageStatus(BaseModel):
+    """An injected message."""
+
+    seq: int = Field(description="Ledger position.")
+    kind: str = Field(description="IDEA, CONSTRAINT, PRIORITY, LITERATURE or REDIRECT.")
+    text: str = Field(description="As written.")
+    author: str = Field(description="Who injected it.")
+    created_at: str = Field(description="When.")
+
+
+class StatusReport(BaseModel):
+    """`ratchet status --json`."""
+
+    run_dir: str = Field(description="The run directory.")
+    workload: str | None = Field(description="Workload searched.")
+    device: str | None = Field(description="Device judged on.")
+    config_set: str | None = Field(description="Config set searched.")
+    baseline: str | None = Field(description="Exactly what 'speedup' is measured against.")
+    candidates: int = Field(description="Candidates in the ledger, the seed included.")
+    steps: int = Field(description="Search steps started.")
+    promoted: int = Field(description="Promotions to the frontier (the seed not counted).")
+    verdicts: dict[str, int] = Field(description="Count of each verdict.")
+    expansions_failed: int = Field(description="Steps whose expander committed nothing.")
+    open_step: int | None = Field(description="A step in progress (resumed on restart).")
+    frontier: FrontierStatus | None = Field(description="The best candidate so far.")
+    ideas: list[IdeaStatus] = Field(description="Idea arms and their outcomes.")
+    messages: list[MessageStatus] = Field(description="Injected messages in order.")
+    constraints: list[str] = Field(description="CONSTRAINTs in force.")
+    ledger_entries: int = Field(description="Entries in the hash chain.")
+    ledger_head: str = Field(description="Hash of the last entry.")
+
+
+def _frontier(state: SearchState) -> FrontierStatus | None:
+    if state.frontier_sha is None:
+        return None
+    cand = state.candidates[state.frontier_sha]
+    return FrontierStatus(
+        sha=cand.sha,
+        speedup=cand.objective,
+        objective_kind=cand.details.get("objective_kind"),
+        step=cand.step,
+        idea_id=cand.idea_id,
+        per_config_speedup=cand.details.get("per_config_speedup", {}),
+        vs_baseline=cand.details.get("vs_baseline"),
+    )
+
+
+def _ideas(state: SearchState) -> list[IdeaStatus]:
+    settings = state.run.settings if state.run else {}
+    strength = PriorStrength(k_min=settings.get("k_min", 2.0), k_max=settings.get("k_max", 20.0))
+    out = []
+    for idea in state.ideas.values():
+        arm = IdeaArm(
+            idea_id=idea.idea_id,
+            quality=idea.quality,
+            uncertainty=idea.uncertainty,
+            successes=idea.successes,
+            failures=idea.failures,
+            order=idea.order,
+        )
+        alpha, beta = posterior_parameters(arm, strength)
+        out.append(
+            IdeaStatus(
+                id=idea.idea_id,
+                text=idea.text,
+                source=idea.source,
+                author=idea.author,
+                trials=idea.trials,
+                successes=idea.successes,
+                quality=idea.quality,
+                uncertainty=idea.uncertainty,
+                posterior_mean=alpha / (alpha + beta),
+            )
+        )
+    return out
+
+
+def build_status(run_dir: Path, ledger: Ledger) -> StatusReport:
+    """Everything `ratchet status` shows, derived from the ledger."""
+    state = derive_state(ledger)
+    run = state.run
+    verdicts = Counter(c.verdict.value for c in state.candidates.values() if c.verdict)
+    promoted = sum(
+        1
+        for c in state.candidates.values()
+        if c.verdict is Verdict.PROMOTED and c.parent_sha is not None
+    )
+    head_seq, head_hash = ledger.head()
+    open_step = state.open_step
+    return StatusReport(
+        run_dir=str(run_dir),
+        workload=run.workload if run else None,
+        device=run.device if run else None,
+        config_set=run.config_set if run else None,
+        baseline=run.baseline if run else None,
+        candidates=len(state.candidates),
+        steps=len(state.steps),
+        promoted=promoted,
+        verdicts=dict(verdicts),
+        expansions_failed=sum(1 for s in state.steps.values() if s.expansion_failed),
+        open_step=open_step.started.step if open_step else None,
+        frontier=_frontier(state),
+        ideas=_ideas(state),
+        messages=[
+            MessageStatus(
+                seq=m.seq,
+                kind=m.record.kind,
+                text=m.record.text,
+                author=m.record.author,
+                created_at=m.created_at,
+            )
+            for m in ledger.messages()
+        ],
+        constraints=state.constraints,
+        ledger_entries=head_seq,
+        ledger_head=head_hash,
+    )
+
+
+def format_status(report: StatusReport) -> str:
+    """Human-readable status."""
+    lines = [
+        f"run {report.run_dir}: {report.workload} on {report.device}, configs {report.config_set}",
+        f"baseline: {report.baseline}",
+        f"steps {report.steps}, candidates {report.candidates}, promoted {report.promoted}, "
+        f"failed expansions {report.expansions_failed}"
+        + (f", step {report.open_step} in progress" if report.open_step else ""),
+        "verdicts: " + ", ".join(f"{k} {v}" for k, v in sorted(report.verdicts.items())),
+    ]
+    if report.frontier:
+        f = report.frontier
+        speed = f"{f.speedup:.3f}x" if f.speedup is not None else "n/a"
+        lines.append(
+            f"frontier {f.sha[:10]} (step {f.step}, idea {f.idea_id}): {speed} {f.objective_kind}"
+        )
+        for cid, value in f.per_config_speedup.items():
+            lines.append(f"    config {cid:>8}: {value:.3f}x")
+    lines.append("ideas (trials/successes, posterior mean):")
+    for idea in sorted(report.ideas, key=lambda i: -i.posterior_mean):
+        lines.append(
+            f"    {idea.id:<24} {idea.trials:>3}/{idea.successes:<3} {idea.posterior_mean:.2f}  "
+            f"[{idea.source}] {idea.text[:60]}"
+        )
+    for m in report.messages:
+        lines.append(f"message #{m.seq} {m.kind} by {m.author}: {m.text[:70]}")
+    lines.append(f"ledger: {report.ledger_entries} entries, head {report.ledger_head[:16]}")
+    return "\n".join(lines)

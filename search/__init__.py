@@ -1,0 +1,59 @@
+"""Pure search decisions: verdicts, lineage, parent and idea sampling, and the objective."""
+
+from search.candidate_sampler import ParentChoice, choose_parent
+from search.idea_sampler import (
+    IdeaArm,
+    IdeaChoice,
+    PriorStrength,
+    choose_idea,
+    posterior_parameters,
+    prior_parameters,
+)
+from search.lineage import CladeCount, LineageNode, NodeOutcome, count_clades
+from search.objective import (
+    ConfigTiming,
+    ObjectiveKind,
+    ObjectiveSpec,
+    ObjectiveValue,
+    compute_objective,
+    geometric_mean,
+)
+from search.promotion import (
+    Change,
+    Decision,
+    RatioEstimate,
+    Verdict,
+    VerdictEvidence,
+    classify_change,
+    decide_verdict,
+    screen_filter,
+)
+
+__all__ = [
+    "Change",
+    "CladeCount",
+    "ConfigTiming",
+    "Decision",
+    "IdeaArm",
+    "IdeaChoice",
+    "LineageNode",
+    "NodeOutcome",
+    "ObjectiveKind",
+    "ObjectiveSpec",
+    "ObjectiveValue",
+    "ParentChoice",
+    "PriorStrength",
+    "RatioEstimate",
+    "Verdict",
+    "VerdictEvidence",
+    "choose_idea",
+    "choose_parent",
+    "classify_change",
+    "compute_objective",
+    "count_clades",
+    "decide_verdict",
+    "geometric_mean",
+    "posterior_parameters",
+    "prior_parameters",
+    "screen_filter",
+]

@@ -1,0 +1,98 @@
+"""The declared parent graph of candidates and per-clade success and failure counts."""
+
+from __future__ import annotations
+
+import enum
+from collections import deque
+from collections.abc import Sequence
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class NodeOutcome(enum.StrEnum):
+    """How one lineage node counts towards the productivity of its clade."""
+
+    SUCCESS = "success"
+    FAILURE = "failure"
+    UNTRIED = "untried"
+
+
+class LineageNode(BaseModel):
+    """One candidate (or failed expansion attempt) in the lineage tree."""
+
+    model_config = ConfigDict(frozen=True)
+
+    node_id: str = Field(description="Unique id of the node, e.g. the candidate's commit.")
+    parent_id: str | None = Field(description="Declared parent's node_id; None for a root.")
+    expandable: bool = Field(
+        description="Correct and fully measured: only these may be chosen as parents."
+    )
+    outcome: NodeOutcome = Field(
+        description="SUCCESS/FAILURE of the expansion that made it; UNTRIED for roots or unjudged."
+    )
+
+
+class CladeCount(BaseModel):
+    """Outcome counts over a node's whole descendant subtree, the node included."""
+
+    model_config = ConfigDict(frozen=True)
+
+    successes: int = Field(ge=0, description="SUCCESS outcomes in the clade.")
+    failures: int = Field(ge=0, description="FAILURE outcomes in the clade.")
+
+
+def index_nodes(nodes: Sequence[LineageNode]) -> dict[str, LineageNode]:
+    """Nodes by id; raise a ValueError on duplicate ids or parents that are not in the list."""
+    by_id: dict[str, LineageNode] = {}
+    for node in nodes:
+        if node.node_id in by_id:
+            raise ValueError(
+                f"lineage node id {node.node_id!r} appears twice; pass each node exactly once"
+            )
+        by_id[node.node_id] = node
+    for node in nodes:
+        if node.parent_id is not None and node.parent_id not in by_id:
+            raise ValueError(
+                f"lineage node {node.node_id!r} names unknown parent {node.parent_id!r}; "
+                "include the parent node in the list or set parent_id=None for a root"
+            )
+    return by_id
+
+
+def count_clades(nodes: Sequence[LineageNode]) -> dict[str, CladeCount]:
+    """Successes and failures over each node's subtree, in time linear in the number of nodes."""
+    by_id = index_nodes(nodes)
+    pending_children = dict.fromkeys(by_id, 0)
+    successes = dict.fromkeys(by_id, 0)
+    failures = dict.fromkeys(by_id, 0)
+    for node in nodes:
+        if node.parent_id is not None:
+            pending_children[node.parent_id] += 1
+        successes[node.node_id] = int(node.outcome is NodeOutcome.SUCCESS)
+        failures[node.node_id] = int(node.outcome is NodeOutcome.FAILURE)
+    # Leaves-up propagation: each node hands its finished totals to its parent exactly once,
+    # which stays linear (and recursion-free) even for 10k-deep chains.
+    ready = deque(node_id for node_id, count in pending_children.items() if count == 0)
+    finished = 0
+    while ready:
+        node_id = ready.popleft()
+        finished += 1
+        parent_id = by_id[node_id].parent_id
+        if parent_id is None:
+            continue
+        successes[parent_id] += successes[node_id]
+        failures[parent_id] += failures[node_id]
+        pending_children[parent_id] -= 1
+        if pending_children[parent_id] == 0:
+            ready.append(parent_id)
+    if finished != len(by_id):
+        # With one parent per node, the nodes never finished are exactly those on cycles.
+        stuck = sorted(node_id for node_id, count in pending_children.items() if count > 0)
+        raise ValueError(
+            f"lineage has a parent cycle through node {stuck[0]!r} ({len(stuck)} nodes on "
+            f"cycles: {stuck[:5]}); every chain of parent_id must end at a root (parent_id=None)"
+        )
+    return {
+        node_id: CladeCount(successes=successes[node_id], failures=failures[node_id])
+        for node_id in by_id
+    }

@@ -1,0 +1,1 @@
+"""Test suite of the Ratchet project."""

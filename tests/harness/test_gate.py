@@ -1,0 +1,72 @@
+"""The organizer comparator and the output/input checks of the correctness gate."""
+
+from __future__ import annotations
+
+import torch
+
+from harness.gate import check_output_type, count_failures, inputs_unchanged, judge_trial
+from kernels.workload import Comparator, Tolerance, TrialSpec
+
+STRICT = Tolerance(atol=0.002, rtol=0.02, comparator=Comparator.STRICT)
+INCLUSIVE = Tolerance(atol=0.002, rtol=0.02, comparator=Comparator.INCLUSIVE)
+
+
+def test_or_of_absolute_and_relative_bounds() -> None:
+    ref = torch.tensor([0.0, 1.0, 10.0, -10.0])
+    # 0.001 abs ok; 0.01 at |ref|=1 is within 2% rel; 0.15 at 10 within rel; 0.3 at -10 fails both.
+    out = ref + torch.tensor([0.001, 0.01, 0.15, 0.3])
+    failed, max_abs = count_failures(out, ref, STRICT)
+    assert failed == 1
+    assert max_abs is not None and abs(max_abs - 0.3) < 1e-5
+
+
+def test_strict_comparator_rejects_the_boundary_inclusive_accepts_it() -> None:
+    ref = torch.tensor([0.0], dtype=torch.float64)
+    out = torch.tensor([0.002], dtype=torch.float64)
+    # float32 casting: compare exactly at the float32 value of atol.
+    tol32 = float(torch.tensor(0.002, dtype=torch.float32))
+    strict = Tolerance(atol=tol32, rtol=1e-9, comparator=Comparator.STRICT)
+    inclusive = Tolerance(atol=tol32, rtol=1e-9, comparator=Comparator.INCLUSIVE)
+    assert count_failures(out, ref, strict)[0] == 1
+    assert count_failures(out, ref, inclusive)[0] == 0
+
+
+def test_non_finite_values_fail_even_when_equal() -> None:
+    ref = torch.tensor([1.0, float("inf"), 2.0])
+    out = torch.tensor([1.0, float("inf"), float("nan")])
+    assert count_failures(out, ref, INCLUSIVE)[0] == 2
+
+
+def test_output_type_checks() -> None:
+    ref = torch.zeros(2, 3)
+    assert check_output_type(torch.zeros(2, 3), ref) is None
+    assert "shape" in (check_output_type(torch.zeros(3, 2), ref) or "")
+    assert "dtype" in (check_output_type(torch.zeros(2, 3, dtype=torch.float64), ref) or "")
+    assert "plain torch.Tensor" in (check_output_type(torch.zeros(2, 3).numpy(), ref) or "")
+
+    class Sub(torch.Tensor):
+        pass
+
+    assert "plain torch.Tensor" in (
+        check_output_type(torch.zeros(2, 3).as_subclass(Sub), ref) or ""
+    )
+
+
+def test_trial_with_a_problem_fails_every_element() -> None:
+    ref = torch.ones(4)
+    result = judge_trial(TrialSpec(seed=1), torch.ones(4), ref, STRICT, problem="mutated inputs")
+    assert not result.passed and result.failed_elements == 4 and result.problem == "mutated inputs"
+    assert judge_trial(TrialSpec(seed=1), torch.ones(4), ref, STRICT).passed
+
+
+def test_input_comparison_is_bit_exact() -> None:
+    x = torch.tensor([0.0, 1.5, -2.0])
+    mask = torch.tensor([True, False, True])
+    pristine = (x.clone(), mask.clone())
+    assert inputs_unchanged((x, mask), pristine)
+    negative_zero = x.clone()
+    negative_zero[0] = -0.0  # equal as a number, different bits
+    assert not inputs_unchanged((negative_zero, mask), pristine)
+    flipped = mask.clone()
+    flipped[1] = True
+    assert not inputs_unchanged((x, flipped), pristine)

@@ -1,0 +1,57 @@
+"""The per-device lock excludes a second holder and outlives a parent that dies."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.lock import DeviceBusyError, DeviceLock, device_key
+from harness.runner import judge_environment
+
+
+def test_second_holder_waits_then_times_out(tmp_path: Path) -> None:
+    with DeviceLock(tmp_path, "cpu") as first:
+        first.acquire(1)
+        with pytest.raises(DeviceBusyError, match="held by another evaluation"):
+            DeviceLock(tmp_path, "cpu").acquire(0.2)
+        DeviceLock(tmp_path, "cuda:0").acquire(0.2)  # another device is free
+    with DeviceLock(tmp_path, "cpu") as again:
+        again.acquire(0.2)
+
+
+def test_lock_is_held_by_the_child_after_the_parent_dies(tmp_path: Path) -> None:
+    script = f"""
+import os, subprocess
+from pathlib import Path
+from harness.lock import DeviceLock
+lock = DeviceLock(Path({str(tmp_path)!r}), "cpu")
+lock.acquire(5)
+subprocess.Popen(["sleep", "2"], pass_fds=(lock.fd,), start_new_session=True)
+os._exit(0)  # die without unlocking: the child still holds the lock
+"""
+    subprocess.run([sys.executable, "-c", script], check=True)
+    with pytest.raises(DeviceBusyError):
+        DeviceLock(tmp_path, "cpu").acquire(0.3)
+    started = time.monotonic()
+    with DeviceLock(tmp_path, "cpu") as lock:
+        lock.acquire(10)
+    assert time.monotonic() - started < 5
+
+
+def test_device_keys_are_file_safe() -> None:
+    assert device_key("cuda") == device_key("cuda:0") == "cuda-0"
+    assert device_key("cuda:1") == "cuda-1"
+
+
+def test_judge_environment_drops_everything_but_a_whitelist(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-nope")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "nope")
+    env = judge_environment(tmp_path, Path("/code"))
+    assert "OPENAI_API_KEY" not in env and "AWS_SECRET_ACCESS_KEY" not in env
+    assert env["HOME"] == str(tmp_path) and env["PYTHONPATH"] == "/code"

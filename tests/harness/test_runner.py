@@ -1,0 +1,173 @@
+"""The judge subprocess end to end: every way a candidate can fail becomes an outcome."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from harness.models import EvaluationResult, Outcome
+from harness.runner import RunnerSettings, run_evaluation
+from tests.harness.conftest import softmax_request
+
+WriteCandidate = Callable[..., Path]
+
+
+def judge(
+    module: Path, tmp_path: Path, settings: RunnerSettings, timing: bool = True
+) -> EvaluationResult:
+    return run_evaluation(softmax_request(module, timing), tmp_path / "work", settings)
+
+
+def test_honest_candidate_passes_and_is_timed(
+    write_candidate: WriteCandidate, tmp_path: Path, runner_settings: RunnerSettings
+) -> None:
+    module = write_candidate("good", "return torch.softmax(x, dim=-1)")
+    result = judge(module, tmp_path, runner_settings)
+    assert result.outcome is Outcome.PASSED, result.message
+    assert [c.config_id for c in result.configs] == ["s1", "s3"]
+    for config in result.configs:
+        assert config.correct and len(config.trials) == 2
+        arms = {t.arm: t for t in config.timings}
+        assert set(arms) == {"candidate", "baseline"}
+        # ABBA: every round times each arm twice.
+        assert len(arms["candidate"].samples_ns) == 2 * config.rounds
+        ratio = config.ratios[0]
+        assert ratio.other == "baseline" and ratio.ci_low <= ratio.median <= ratio.ci_high
+    assert result.aggregate("baseline") is not None
+    assert result.fingerprint["torch"] and result.protocol.startswith("interleaved-abba")
+
+
+def test_wrong_output_is_incorrect_and_never_timed(
+    write_candidate: WriteCandidate, tmp_path: Path, runner_settings: RunnerSettings
+) -> None:
+    module = write_candidate("wrong", "return torch.softmax(x, dim=-1) * 1.01")
+    result = judge(module, tmp_path, runner_settings)
+    assert result.outcome is Outcome.INCORRECT
+    assert all(not c.timings and not c.ratios for c in result.configs)
+    assert result.configs[0].trials[0].failed_elements > 0
+
+
+def test_input_mutation_is_caught(
+    write_candidate: WriteCandidate, tmp_path: Path, runner_settings: RunnerSettings
+) -> None:
+    body = "out = torch.softmax(x, dim=-1)\nx.mul_(0.5)\nreturn out"
+    result = judge(write_candidate("mutate", body), tmp_path, runner_settings, timing=False)
+    assert result.outcome is Outcome.INCORRECT
+    assert "mutated" in (result.configs[0].trials[0].problem or "")
+
+
+def test_tensor_subclass_output_is_rejected(
+    write_candidate: WriteCandidate, tmp_path: Path, runner_settings: RunnerSettings
+) -> None:
+    body = "class Lazy(torch.Tensor):\n    pass\nreturn torch.softmax(x, dim=-1).as_subclass(Lazy)"
+    result = judge(write_candidate("subclass", body), tmp_path, runner_settings, timing=False)
+    assert result.outcome is Outcome.INCORRECT
+    assert "plain torch.Tensor" in (result.configs[0].trials[0].problem or "")
+
+
+def test_syntax_error_is_a_compile_error(
+    write_candidate: WriteCandidate, tmp_path: Path, runner_settings: RunnerSettings
+) -> None:
+    module = write_candidate("syntax", "def broken(:\n", whole=True)
+    result = judge(module, tmp_path, runner_settings)
+    assert result.outcome is Outcome.COMPILE_ERROR
+    assert "SyntaxError" in result.message
+
+
+def test_exception_in_forward_is_a_runtime_error(
+    write_candidate: WriteCandidate, tmp_path: Path, runner_settings: RunnerSettings
+) -> None:
+    module = write_candidate("raises", "raise RuntimeError('kaboom')")
+    result = judge(module, tmp_path, runner_settings)
+    assert result.outcome is Outcome.RUNTIME_ERROR
+    assert "kaboom" in result.message
+
+
+def test_silent_exit_without_result_is_no_result(
+    write_candidate: WriteCandidate, tmp_path: Path, runner_settings: RunnerSettings
+) -> None:
+    module = write_candidate("exit", "import os\nos._exit(0)")
+    result = judge(module, tmp_path, runner_settings)
+    assert result.outcome is Outcome.NO_RESULT
+    assert "wrote no result" in result.message
+
+
+def test_forged_result_file_is_rejected(
+    write_candidate: WriteCandidate, tmp_path: Path, runner_settings: RunnerSettings
+) -> None:
+    body = """
+import json, os, sys
+fake = {"evaluation_id": "test:sweep", "nonce": "guess", "outcome": "passed"}
+open(sys.argv[2], "w").write(json.dumps(fake))
+os._exit(0)
+"""
+    result = judge(write_candidate("forge", body), tmp_path, runner_settings)
+    assert result.outcome is Outcome.NO_RESULT
+    assert "nonce" in result.message
+
+
+def test_hang_times_out_and_the_process_group_dies(
+    write_candidate: WriteCandidate, tmp_path: Path, runner_settings: RunnerSettings
+) -> None:
+    pid_file = tmp_path / "child.pid"
+    body = f"""
+import subprocess, time
+child = subprocess.Popen(["sleep", "300"])
+open({str(pid_file)!r}, "w").write(str(child.pid))
+time.sleep(300)
+"""
+    settings = runner_settings.model_copy(update={"timeout_s": 12})
+    started = time.monotonic()
+    result = judge(write_candidate("hang", body), tmp_path, settings)
+    assert result.outcome is Outcome.TIMEOUT
+    assert time.monotonic() - started < 40
+    child = int(pid_file.read_text())
+    time.sleep(0.2)
+    assert not _alive(child), "a process the candidate started survived the timeout"
+
+
+def test_background_process_is_killed_after_a_passing_run(
+    write_candidate: WriteCandidate, tmp_path: Path, runner_settings: RunnerSettings
+) -> None:
+    pid_file = tmp_path / "bg.pid"
+    body = f"""
+import os, subprocess
+if not os.path.exists({str(pid_file)!r}):
+    child = subprocess.Popen(["sleep", "300"])
+    open({str(pid_file)!r}, "w").write(str(child.pid))
+return torch.softmax(x, dim=-1)
+"""
+    result = judge(write_candidate("bg", body), tmp_path, runner_settings, timing=False)
+    assert result.outcome is Outcome.PASSED
+    time.sleep(0.2)
+    assert not _alive(int(pid_file.read_text()))
+
+
+def test_secrets_in_the_environment_do_not_reach_the_candidate(
+    write_candidate: WriteCandidate,
+    tmp_path: Path,
+    runner_settings: RunnerSettings,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-secret")
+    body = """
+import os
+if any("sk-test" in v for v in os.environ.values()) or "ANTHROPIC_API_KEY" in os.environ:
+    raise RuntimeError("saw a secret")
+return torch.softmax(x, dim=-1)
+"""
+    result = judge(write_candidate("env", body), tmp_path, runner_settings, timing=False)
+    assert result.outcome is Outcome.PASSED, result.message
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    status = Path(f"/proc/{pid}/status")
+    return not (status.exists() and "State:\tZ" in status.read_text())

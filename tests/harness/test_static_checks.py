@@ -1,0 +1,86 @@
+"""Static checks fire on each forbidden construct and pass the shipped seed candidates."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.static_checks import Rule, check_sources, parse_constraint
+from kernels.registry import resolve_workload
+
+TRACK3 = resolve_workload("track3")
+POLICY = TRACK3.static_policy
+
+GOOD = """
+import torch
+from torch import nn
+
+class OptimizedTransformer(nn.Module):
+    def forward(self, x, valid_token_mask=None):
+        if x.dim() == 3 and x.shape[1] <= 256:
+            return x
+        return x
+"""
+
+
+def rules(source: str, constraints: list[str] | None = None) -> set[Rule]:
+    parsed = [parse_constraint(c) for c in constraints or []]
+    report = check_sources({"candidate.py": source}, POLICY, "candidate.py", parsed)
+    return {f.rule for f in report.findings}
+
+
+def test_shipped_seed_candidates_pass() -> None:
+    for name in ("track3", "softmax"):
+        workload = resolve_workload(name)
+        source = workload.seed_candidate.read_text()
+        report = check_sources({"candidate.py": source}, workload.static_policy, "candidate.py", [])
+        assert report.passed, report.summary()
+
+
+def test_good_source_passes_and_thresholds_are_allowed() -> None:
+    assert rules(GOOD) == set()
+
+
+@pytest.mark.parametrize(
+    ("snippet", "rule"),
+    [
+        ("import os", Rule.FORBIDDEN_IMPORT),
+        ("from subprocess import run", Rule.FORBIDDEN_IMPORT),
+        ("from kernels.track3 import Transformer", Rule.FORBIDDEN_IMPORT),
+        ("x = open('/tmp/f')", Rule.FORBIDDEN_CALL),
+        ("y = eval('1')", Rule.FORBIDDEN_CALL),
+        ("def f(b):\n    return 1 if b == 10000 else 2", Rule.SHAPE_SPECIAL_CASE),
+        ("def f(s):\n    if s in (128, 1024):\n        return 1", Rule.SHAPE_SPECIAL_CASE),
+        ("def f(d):\n    assert d != 100000", Rule.SHAPE_SPECIAL_CASE),
+        ("def broken(:", Rule.SYNTAX),
+    ],
+)
+def test_each_rule_fires(snippet: str, rule: Rule) -> None:
+    assert rule in rules(GOOD + "\n" + snippet + "\n")
+
+
+def test_missing_entry_point() -> None:
+    assert Rule.MISSING_ENTRY_POINT in rules("import torch\n")
+
+
+def test_constraints_become_checks() -> None:
+    source = GOOD + "\ny = torch.compile\n"
+    assert Rule.CONSTRAINT in rules(source, ["forbid torch.compile"])
+    assert Rule.CONSTRAINT not in rules(GOOD, ["forbid torch.compile"])
+    seed = TRACK3.seed_candidate.read_text()
+    assert Rule.CONSTRAINT in rules(seed, ["forbid matmul_precision=fp32"])
+    assert Rule.CONSTRAINT not in rules(seed, ["forbid matmul_precision=bf16"])
+
+
+def test_tunables_must_stay_in_their_space() -> None:
+    seed = TRACK3.seed_candidate.read_text().replace(
+        '"attention": "explicit"', '"attention": "magic"'
+    )
+    assert Rule.TUNABLE_OUT_OF_SPACE in rules(seed)
+
+
+@pytest.mark.parametrize(
+    "text", ["no bf16 please", "forbid", "forbid =x", "forbid a=", "forbid 9x"]
+)
+def test_unparseable_constraints_show_the_expected_form(text: str) -> None:
+    with pytest.raises(ValueError, match=r"expected|not a"):
+        parse_constraint(text)

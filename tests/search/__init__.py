@@ -1,0 +1,1 @@
+"""Tests of the pure search decision logic."""

@@ -1,0 +1,184 @@
+"""Verdicts: noise-floor classification, promotion rules and the screen filter."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from search.promotion import (
+    Change,
+    RatioEstimate,
+    Verdict,
+    VerdictEvidence,
+    classify_change,
+    decide_verdict,
+    screen_filter,
+)
+
+FLOOR = 0.01
+
+
+def ratio(ci_low: float, median: float, ci_high: float) -> RatioEstimate:
+    """A ratio estimate from its three numbers."""
+    return RatioEstimate(median=median, ci_low=ci_low, ci_high=ci_high)
+
+
+def evidence(
+    vs_parent: RatioEstimate | None, vs_frontier: RatioEstimate | None, correct: bool = True
+) -> VerdictEvidence:
+    """Evidence for a candidate."""
+    return VerdictEvidence(correct=correct, vs_parent=vs_parent, vs_frontier=vs_frontier)
+
+
+@pytest.mark.parametrize(
+    ("low", "median", "high"),
+    [(0.0, 1.0, 1.1), (-1.0, 1.0, 1.1), (1.1, 1.0, 1.2), (0.9, 1.3, 1.2), (0.9, 1.0, float("inf"))],
+)
+def test_ratio_estimate_rejects_misordered_or_nonpositive_bounds(
+    low: float, median: float, high: float
+) -> None:
+    with pytest.raises(ValidationError, match="ci_low <= median <= ci_high"):
+        ratio(low, median, high)
+
+
+def test_ratio_estimate_accepts_a_point_interval() -> None:
+    assert ratio(1.0, 1.0, 1.0).median == 1.0
+
+
+def test_ratio_estimate_is_frozen() -> None:
+    estimate = ratio(1.0, 1.1, 1.2)
+    with pytest.raises(ValidationError):
+        estimate.median = 2.0  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    ("estimate", "expected"),
+    [
+        (ratio(1.05, 1.10, 1.20), Change.FASTER),
+        (ratio(1.01, 1.10, 1.20), Change.NO_CLEAR_CHANGE),  # ci_low exactly 1 + floor
+        (ratio(1.0101, 1.10, 1.20), Change.FASTER),
+        (ratio(0.95, 1.02, 1.08), Change.NO_CLEAR_CHANGE),
+        (ratio(0.80, 0.85, 0.90), Change.SLOWER),
+        (ratio(0.80, 0.85, 1 / 1.01), Change.NO_CLEAR_CHANGE),  # ci_high exactly 1/(1+floor)
+        (ratio(0.80, 0.85, 0.98), Change.SLOWER),
+    ],
+)
+def test_classify_change(estimate: RatioEstimate, expected: Change) -> None:
+    assert classify_change(estimate, FLOOR) is expected
+
+
+def test_classify_change_with_zero_floor() -> None:
+    assert classify_change(ratio(1.0001, 1.1, 1.2), 0.0) is Change.FASTER
+    assert classify_change(ratio(1.0, 1.1, 1.2), 0.0) is Change.NO_CLEAR_CHANGE
+
+
+@pytest.mark.parametrize("floor", [-0.01, float("nan"), float("inf")])
+def test_classify_change_rejects_bad_floor(floor: float) -> None:
+    with pytest.raises(ValueError, match="noise floor must be a finite fraction >= 0"):
+        classify_change(ratio(1.0, 1.1, 1.2), floor)
+
+
+def test_incorrect_candidate_fails_correctness_whatever_its_speed() -> None:
+    decision = decide_verdict(evidence(ratio(2.0, 2.1, 2.2), ratio(2.0, 2.1, 2.2), False), FLOOR)
+    assert decision.verdict is Verdict.FAILED_CORRECTNESS
+    assert decision.success is False
+    assert "correctness" in decision.reason
+
+
+def test_promoted_against_frontier() -> None:
+    decision = decide_verdict(evidence(ratio(1.3, 1.4, 1.5), ratio(1.15, 1.21, 1.28)), FLOOR)
+    assert decision.verdict is Verdict.PROMOTED
+    assert decision.success is True
+    assert "1.210x [1.150, 1.280] vs frontier clears the 1% noise floor" in decision.reason
+
+
+def test_faster_than_parent_but_not_frontier_is_success_and_rejected() -> None:
+    decision = decide_verdict(evidence(ratio(1.10, 1.15, 1.20), ratio(0.90, 0.95, 1.00)), FLOOR)
+    assert decision.verdict is Verdict.REJECTED
+    assert decision.success is True
+
+
+def test_faster_than_parent_and_straddling_frontier_is_success_and_inconclusive() -> None:
+    decision = decide_verdict(evidence(ratio(1.10, 1.15, 1.20), ratio(0.99, 1.02, 1.05)), FLOOR)
+    assert decision.verdict is Verdict.INCONCLUSIVE
+    assert decision.success is True
+    assert "straddles" in decision.reason
+
+
+def test_rejected_boundary_is_inclusive() -> None:
+    # ci_high exactly 1 + floor cannot be a meaningful improvement.
+    decision = decide_verdict(evidence(None, ratio(0.95, 1.0, 1.01)), FLOOR)
+    assert decision.verdict is Verdict.REJECTED
+    just_above = decide_verdict(evidence(None, ratio(0.95, 1.0, 1.0101)), FLOOR)
+    assert just_above.verdict is Verdict.INCONCLUSIVE
+
+
+def test_promoted_boundary_is_exclusive() -> None:
+    decision = decide_verdict(evidence(None, ratio(1.01, 1.05, 1.10)), FLOOR)
+    assert decision.verdict is Verdict.INCONCLUSIVE
+
+
+def test_parent_is_frontier_uses_vs_parent_for_the_verdict() -> None:
+    promoted = decide_verdict(evidence(ratio(1.05, 1.08, 1.12), None), FLOOR)
+    assert (promoted.verdict, promoted.success) == (Verdict.PROMOTED, True)
+    assert "parent (the frontier)" in promoted.reason
+    rejected = decide_verdict(evidence(ratio(0.97, 0.99, 1.005), None), FLOOR)
+    assert (rejected.verdict, rejected.success) == (Verdict.REJECTED, False)
+    unclear = decide_verdict(evidence(ratio(1.0, 1.02, 1.04), None), FLOOR)
+    assert (unclear.verdict, unclear.success) == (Verdict.INCONCLUSIVE, False)
+
+
+def test_not_faster_than_parent_is_not_success_even_when_promoted() -> None:
+    # Parent slower than the frontier is impossible in practice, but success must follow vs_parent.
+    decision = decide_verdict(evidence(ratio(0.99, 1.0, 1.02), ratio(1.2, 1.3, 1.4)), FLOOR)
+    assert decision.verdict is Verdict.PROMOTED
+    assert decision.success is False
+    assert "not clearly faster" in decision.reason
+
+
+def test_frontier_estimate_without_parent_estimate_is_not_success() -> None:
+    decision = decide_verdict(evidence(None, ratio(1.2, 1.3, 1.4)), FLOOR)
+    assert (decision.verdict, decision.success) == (Verdict.PROMOTED, False)
+
+
+def test_correct_without_any_timing_is_inconclusive() -> None:
+    decision = decide_verdict(evidence(None, None), FLOOR)
+    assert decision.verdict is Verdict.INCONCLUSIVE
+    assert decision.success is False
+    assert "no timing estimate" in decision.reason
+
+
+def test_decide_verdict_rejects_bad_floor() -> None:
+    with pytest.raises(ValueError, match=r"got -0\.5"):
+        decide_verdict(evidence(None, None), -0.5)
+
+
+def test_floor_is_formatted_as_a_percentage() -> None:
+    decision = decide_verdict(evidence(None, ratio(1.1, 1.2, 1.3)), 0.005)
+    assert "0.5% noise floor" in decision.reason
+
+
+@pytest.mark.parametrize(
+    ("estimate", "expected"),
+    [
+        (ratio(0.80, 0.85, 0.90), False),
+        (ratio(0.95, 1.00, 1.05), True),
+        (ratio(0.80, 0.90, 1 / 1.01), True),
+        (ratio(1.10, 1.20, 1.30), True),
+    ],
+)
+def test_screen_filter_drops_only_clear_slowdowns(estimate: RatioEstimate, expected: bool) -> None:
+    assert screen_filter(estimate, FLOOR) is expected
+
+
+def test_verdict_values_are_stable_strings() -> None:
+    assert [verdict.value for verdict in Verdict] == [
+        "promoted",
+        "rejected",
+        "inconclusive",
+        "failed_correctness",
+        "failed_static",
+        "failed_run",
+        "no_run",
+        "duplicate",
+    ]
