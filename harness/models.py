@@ -85,6 +85,9 @@ class EvaluationRequest(BaseModel):
     )
     seed: int = Field(default=0, description="Seed for round order and the bootstrap.")
     torch_threads: int | None = Field(default=None, description="CPU intra-op threads.")
+    deadline_s: float | None = Field(
+        default=None, description="The judge kills itself after this long (parent-independent)."
+    )
 
     @model_validator(mode="after")
     def _arms_are_consistent(self) -> EvaluationRequest:

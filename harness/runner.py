@@ -101,6 +101,9 @@ def run_evaluation(
     request_path, result_path = work_dir / "request.json", work_dir / "result.json"
     log_path = work_dir / "judge.log"
     result_path.unlink(missing_ok=True)
+    if request.deadline_s is None:
+        # Outlast the parent's own timeout slightly, so the parent normally reports TIMEOUT.
+        request = request.model_copy(update={"deadline_s": settings.timeout_s + 30})
     request_path.write_text(request.model_dump_json(indent=2), encoding="utf-8")
     nonce = secrets.token_hex(16)
     command = [settings.python, "-m", "harness.worker", str(request_path), str(result_path)]

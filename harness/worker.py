@@ -22,6 +22,7 @@ from harness.models import (
     Outcome,
     RatioStats,
 )
+from harness.watchdog import start_watchdog
 from kernels.workload import Workload
 
 # Names of the modules the judge loads candidates under; never a name a candidate could shadow.
@@ -279,6 +280,7 @@ def main(argv: list[str]) -> int:
         return 2
     writer = ResultWriter(argv[1], nonce, json.dumps, open, os.replace)
     request = EvaluationRequest.model_validate_json(Path(argv[0]).read_text(encoding="utf-8"))
+    start_watchdog(request.deadline_s)
     judge = open_judge(request, ctx)
     if judge is None:
         message = f"device {request.device} is not available on this machine"

@@ -171,3 +171,29 @@ def _alive(pid: int) -> bool:
         return False
     status = Path(f"/proc/{pid}/status")
     return not (status.exists() and "State:\tZ" in status.read_text())
+
+
+def test_orphaned_judge_kills_itself(tmp_path: Path) -> None:
+    """A judge whose parent died must not keep running (and holding the device lock)."""
+    script = f"""
+import os, subprocess, sys
+child = subprocess.Popen(
+    [sys.executable, "-c",
+     "from harness.watchdog import start_watchdog; import time; start_watchdog(None, 0.1);"
+     "open({str(tmp_path / "pid")!r}, 'w').write(str(__import__('os').getpid())); time.sleep(60)"],
+    start_new_session=True,
+)
+import time
+while not os.path.exists({str(tmp_path / "pid")!r}):
+    time.sleep(0.05)
+os._exit(0)
+"""
+    import subprocess
+    import sys
+
+    subprocess.run([sys.executable, "-c", script], check=True, cwd=Path(__file__).parents[2])
+    pid = int((tmp_path / "pid").read_text())
+    deadline = time.monotonic() + 10
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(pid)

@@ -1,0 +1,155 @@
+"""A real run of the loop on the tiny workload: git lineage, ledger, steering, checkout, export."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import git
+import pytest
+
+from harness.models import ArmKind, ArmSpec, EvaluationRequest, Outcome
+from harness.runner import RunnerSettings, run_evaluation
+from kernels.workload import TrialSpec
+from ledger import Ledger
+from orchestrator import cli, service
+from orchestrator.state import derive_state
+from search import Verdict
+from tests.orchestrator.conftest import ListReporter, fast_settings
+
+pytestmark = pytest.mark.slow
+CODE_ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Seed + 2 candidates, then a human IDEA, then 2 more candidates (a resumed run)."""
+    root = tmp_path_factory.mktemp("softmax-run") / "run"
+    first = service.run_search(fast_settings(root, max_candidates=2), ListReporter())
+    assert first.reason == "reached 2 candidates"
+    service.inject_message(root, "IDEA", "Normalize with the fused softmax kernel", "tester")
+    second = service.run_search(fast_settings(root, max_candidates=4), ListReporter())
+    assert second.reason == "reached 4 candidates"
+    return root
+
+
+def test_ledger_chain_verifies(run_dir: Path) -> None:
+    report = service.verify_ledger(run_dir)
+    assert report.ok, report.problem
+    assert report.entries_checked > 20
+
+
+def test_every_candidate_is_a_commit_of_its_declared_parent(run_dir: Path) -> None:
+    repo = git.Repo(run_dir / "repo")
+    with Ledger.open_path(run_dir / "ledger.sqlite", create=False) as ledger:
+        candidates = ledger.candidates()
+        verdicts = ledger.verdicts()
+    assert len(candidates) == 5
+    for stored in candidates:
+        rec = stored.record
+        commit = repo.commit(rec.sha)
+        parents = [p.hexsha for p in commit.parents]
+        assert parents == ([rec.parent_sha] if rec.parent_sha else [])
+        assert commit.tree.hexsha == rec.tree_sha
+    judged = [v.record.candidate_sha for v in verdicts]
+    assert sorted(judged) == sorted(c.record.sha for c in candidates), "one verdict each"
+
+
+def test_injected_idea_was_tried_credited_and_promoted(run_dir: Path) -> None:
+    report = service.run_status(run_dir)
+    human = [i for i in report.ideas if i.source == "human"]
+    assert len(human) == 1 and human[0].author == "tester"
+    assert human[0].trials == 1
+    with Ledger.open_path(run_dir / "ledger.sqlite", create=False) as ledger:
+        state = derive_state(ledger)
+    step3 = state.steps[3].started
+    assert step3.idea_id == human[0].id and step3.idea_forced
+    cand = state.candidates[state.steps[3].sha or ""]
+    # Fused softmax is several times faster than the two-exp reference on every config.
+    assert cand.verdict in (Verdict.PROMOTED, Verdict.REJECTED, Verdict.INCONCLUSIVE)
+    assert report.frontier is not None and report.frontier.speedup is not None
+    assert report.frontier.speedup > 1.5
+    assert report.promoted >= 1
+
+
+def test_status_json_has_the_documented_fields(
+    run_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(["status", "--run-dir", str(run_dir), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["candidates"] == 5 and data["promoted"] >= 1
+    assert set(data["frontier"]) >= {"sha", "speedup"}
+    for idea in data["ideas"]:
+        assert set(idea) >= {"text", "source", "trials", "successes"}
+    assert {i["source"] for i in data["ideas"]} == {"library", "human"}
+
+
+def test_inject_errors_write_nothing(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    before = service.verify_ledger(run_dir).entries_checked
+    for argv in (
+        ["inject", "PRIORITY", "idea:nope=0.5"],
+        ["inject", "CONSTRAINT", "be nice"],
+        ["inject", "REDIRECT", "configs=zz"],
+        ["inject", "IDEA", " "],
+    ):
+        assert cli.main([*argv, "--run-dir", str(run_dir)]) == 2
+        assert "error:" in capsys.readouterr().err
+    assert cli.main(["inject", "IDEA", "x", "--run-dir", str(run_dir / "missing")]) == 2
+    assert not (run_dir / "missing").exists()
+    assert service.verify_ledger(run_dir).entries_checked == before
+
+
+def test_checkout_reproduces_the_tree(run_dir: Path, tmp_path: Path) -> None:
+    repo = git.Repo(run_dir / "repo")
+    sha = service.run_status(run_dir).frontier.sha  # type: ignore[union-attr]
+    target = service.checkout(run_dir, sha[:8], tmp_path / "co")
+    blobs = [b for b in repo.commit(sha).tree.traverse() if isinstance(b, git.Blob)]
+    expected = {b.path: b.data_stream.read() for b in blobs}
+    for path, data in expected.items():
+        assert (target / str(path)).read_bytes() == data
+    assert json.loads((target / "RATCHET_ENVIRONMENT.json").read_text())["commit"] == sha
+    status = subprocess.run(
+        ["git", "status", "--porcelain"], cwd=target, capture_output=True, text=True
+    )
+    assert status.stdout.strip() == ""
+    with pytest.raises(Exception, match="not empty"):
+        service.checkout(run_dir, sha[:8], tmp_path / "co")
+
+
+def test_export_is_standalone_and_passes_the_gate(run_dir: Path, tmp_path: Path) -> None:
+    out = tmp_path / "export"
+    manifest = service.export(run_dir, None, out)
+    assert manifest.commit == service.run_status(run_dir).frontier.sha  # type: ignore[union-attr]
+    assert manifest.declared_lineage[-1] != manifest.commit or len(manifest.declared_lineage) == 1
+    assert set(manifest.per_config) == {"s1", "s2", "s3"}
+    assert json.loads((out / "manifest.json").read_text())["ledger_head_hash"]
+    probe = (
+        "import sys, torch, submission\n"
+        "m = submission.OptimizedSoftmax(None)\n"
+        "y = m(torch.randn(4, 8))\n"
+        "ours = {'orchestrator','agents','search','harness','kernels','ledger','prompts'}\n"
+        "assert not ours & {n.split('.')[0] for n in sys.modules}, 'imported ratchet code'\n"
+    )
+    subprocess.run(
+        [sys.executable, "-c", probe], cwd=out, check=True, env={"PATH": "/usr/bin:/bin"}
+    )
+    request = EvaluationRequest(
+        evaluation_id="export:gate",
+        workload="softmax",
+        device="cpu",
+        config_ids=["s1", "s2", "s3"],
+        arms=[
+            ArmSpec(
+                name="candidate",
+                kind=ArmKind.MODULE,
+                module_path=str(out / "submission.py"),
+                entry_point="OptimizedSoftmax",
+            )
+        ],
+        trials=[TrialSpec(seed=s, input_scale=x) for s, x in [(11, 1.0), (12, 4.0)]],
+    )
+    settings = RunnerSettings(lock_dir=tmp_path / "locks", code_root=CODE_ROOT)
+    result = run_evaluation(request, tmp_path / "gate", settings)
+    assert result.outcome is Outcome.PASSED, result.message

@@ -1,0 +1,69 @@
+"""A short real track3 run on the CPU set, its export judged as a standalone submission."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.models import ArmKind, ArmSpec, EvaluationRequest, Outcome
+from harness.runner import RunnerSettings, run_evaluation
+from kernels.workload import TrialSpec
+from orchestrator import service
+from tests.orchestrator.conftest import ListReporter, fast_settings
+
+pytestmark = pytest.mark.slow
+CODE_ROOT = Path(__file__).resolve().parents[2]
+
+PROBE = """
+import sys, torch, submission
+
+class Config:  # the organizer's config object: attributes only
+    batch_size, seq_len, d_model, num_heads, ffn_dim, num_layers, causal = 2, 16, 32, 4, 32, 2, True
+
+model = submission.OptimizedTransformer(Config())
+names = set(model.state_dict())
+assert "layers.0.attention.q_proj.weight" in names and "final_norm.bias" in names, names
+x = torch.randn(2, 16, 32)
+mask = torch.arange(16)[None, :] < torch.tensor([[16], [9]])
+y = model(x, valid_token_mask=mask)
+assert y.shape == x.shape and bool((y[1, 9:] == 0).all())
+ours = {"orchestrator", "agents", "search", "harness", "kernels", "ledger", "prompts"}
+assert not ours & {n.split(".")[0] for n in sys.modules}, "imported ratchet code"
+"""
+
+
+def test_track3_run_exports_a_drop_in_submission(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    summary = service.run_search(
+        fast_settings(run_dir, workload="track3", max_candidates=2), ListReporter()
+    )
+    assert summary.reason == "reached 2 candidates"
+    assert service.verify_ledger(run_dir).ok
+    out = tmp_path / "export"
+    manifest = service.export(run_dir, None, out)
+    assert manifest.entry_point == "OptimizedTransformer"
+    assert all(row.failed_elements == 0 for row in manifest.per_config.values())
+    subprocess.run(
+        [sys.executable, "-c", PROBE], cwd=out, check=True, env={"PATH": "/usr/bin:/bin"}
+    )
+    request = EvaluationRequest(
+        evaluation_id="export:gate",
+        workload="track3",
+        device="cpu",
+        config_ids=["cpu-2", "cpu-5"],
+        arms=[
+            ArmSpec(
+                name="candidate",
+                kind=ArmKind.MODULE,
+                module_path=str(out / "submission.py"),
+                entry_point="OptimizedTransformer",
+            )
+        ],
+        trials=[TrialSpec(seed=1234), TrialSpec(seed=99, padding_ratio=0.5, input_scale=2.0)],
+    )
+    settings = RunnerSettings(lock_dir=tmp_path / "locks", code_root=CODE_ROOT)
+    result = run_evaluation(request, tmp_path / "gate", settings)
+    assert result.outcome is Outcome.PASSED, result.message

@@ -1,0 +1,76 @@
+"""Dependencies point one way (product.md): an AST walk of every module's imports."""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+OURS = {"orchestrator", "agents", "search", "harness", "kernels", "ledger", "prompts"}
+ALLOWED = {
+    "orchestrator": {"search", "agents", "harness", "ledger", "kernels", "prompts"},
+    "agents": {"ledger", "kernels", "prompts"},
+    "search": set(),
+    "harness": {"kernels"},
+    "ledger": set(),
+    "kernels": set(),
+    "prompts": set(),
+}
+# search is pure: records in, decisions out; nothing that reads clocks, files or devices.
+SEARCH_MAY_IMPORT = {"__future__", "collections", "enum", "math", "numpy", "pydantic", "typing"}
+SEARCH_MAY_IMPORT |= {"dataclasses", "functools", "itertools", "statistics"}
+THIRD_PARTY_BY_PACKAGE = {"ledger": {"sqlalchemy", "pydantic"}, "search": {"numpy", "pydantic"}}
+
+
+def imported_roots(source: str) -> set[str]:
+    """Top-level names of every module a source imports (relative imports excluded)."""
+    roots = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            roots |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            roots.add(node.module.split(".")[0])
+    return roots
+
+
+def violations(package: str, source: str) -> set[str]:
+    """What a module of `package` imports that the architecture forbids."""
+    roots = imported_roots(source)
+    bad = {r for r in roots & OURS if r != package and r not in ALLOWED[package]}
+    if package == "search":
+        bad |= roots - SEARCH_MAY_IMPORT - {"search"}
+    if package in THIRD_PARTY_BY_PACKAGE:
+        third_party = roots - set(sys.stdlib_module_names) - OURS
+        bad |= third_party - THIRD_PARTY_BY_PACKAGE[package]
+    return bad
+
+
+def test_every_module_respects_the_arrows() -> None:
+    problems = {}
+    for package in OURS:
+        for path in (ROOT / package).rglob("*.py"):
+            bad = violations(package, path.read_text())
+            if bad:
+                problems[str(path.relative_to(ROOT))] = sorted(bad)
+    assert not problems, f"forbidden imports: {problems}"
+
+
+def test_the_check_can_fail() -> None:
+    assert violations("harness", "from ledger import Ledger") == {"ledger"}
+    assert violations("harness", "import agents.offline") == {"agents"}
+    assert violations("search", "import torch") == {"torch"}
+    assert violations("search", "import os") == {"os"}
+    assert violations("ledger", "import numpy") == {"numpy"}
+    assert violations("ledger", "from orchestrator import cli") == {"orchestrator"}
+    assert violations("orchestrator", "import harness, search, ledger") == set()
+
+
+def test_search_and_the_cli_light_commands_do_not_import_torch() -> None:
+    import subprocess
+
+    code = (
+        "import sys, search, ledger, orchestrator.cli, orchestrator.status;"
+        "assert 'torch' not in sys.modules, 'torch was imported'"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
