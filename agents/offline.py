@@ -30,7 +30,8 @@ _FORBID_TUNABLE = re.compile(r"^\s*forbid\s+(?P<name>\w+)=(?P<value>\S+)\s*$")
 
 
 def _stem(word: str) -> str:
-    return word[:5]
+    # A crude stem: "pack"/"packed", "cache"/"cached", "stride"/"strided" meet at four letters.
+    return word[:4]
 
 
 def _tokens(text: str) -> set[str]:

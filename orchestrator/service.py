@@ -207,7 +207,9 @@ def prepare_run(settings: Settings, reporter: Reporter) -> _Prepared:
         repo=repo,
         evals_dir=paths.evals,
         runner=runner,
-        torch_threads=settings.torch_threads,
+        # One intra-op thread on CPU: with two OpenMP threads, any other process on a small
+        # machine stalls the spinning barrier and inflates an arm tens of times (seen here).
+        torch_threads=settings.torch_threads or (1 if device == "cpu" else None),
     )
     ctx = LoopContext(
         settings=settings,

@@ -70,7 +70,9 @@ class Settings(BaseModel):
     lock_dir: Path = Field(
         default=Path("/tmp/ratchet-locks"), description="Machine-wide per-device lock files."
     )
-    torch_threads: int | None = Field(default=None, gt=0, description="CPU judge threads.")
+    torch_threads: int | None = Field(
+        default=None, gt=0, description="Judge intra-op threads (default: 1 on CPU)."
+    )
     screen_timing: TimingPlan | None = Field(
         default=None, description="Screen timing plan (default: by device)."
     )

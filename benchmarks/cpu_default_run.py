@@ -1,0 +1,139 @@
+"""Run `ratchet run` with the embedded defaults, steer it once, and write the figures to docs/.
+
+Usage: python benchmarks/cpu_default_run.py [--minutes 4] [--run-dir DIR] [--out FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import shlex
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+IDEA = "Keep Q, K and V as strided views and pack the QKV projection"
+
+
+def ratchet(*args: str) -> str:
+    """Run the CLI as a user would; fail loudly."""
+    cmd = [sys.executable, "-m", "orchestrator.cli", *args]
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=True)
+    return done.stdout
+
+
+def run_and_steer(run_dir: Path, minutes: float, inject_after: float) -> tuple[str, list[str]]:
+    """The run in a subprocess, one IDEA injected while it goes; returns its log."""
+    argv = ["run", "--run-dir", str(run_dir), "--minutes", f"{minutes:g}"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "orchestrator.cli", *argv],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    time.sleep(inject_after)
+    ratchet("inject", "IDEA", IDEA, "--run-dir", str(run_dir), "--author", "benchmark")
+    log, _ = proc.communicate()
+    if proc.returncode != 0:
+        raise SystemExit(f"ratchet run failed:\n{log}")
+    return "ratchet " + " ".join(shlex.quote(a) for a in argv), log.splitlines()
+
+
+def promotions(run_dir: Path) -> list[dict[str, object]]:
+    """Every PROMOTED verdict after the seed, with its paired CIs."""
+    sys.path.insert(0, str(ROOT))
+    from ledger import Ledger
+
+    rows = []
+    with Ledger.open_path(run_dir / "ledger.sqlite", create=False) as ledger:
+        for stored in ledger.verdicts():
+            rec = stored.record
+            if rec.verdict == "promoted" and rec.details.get("step", 0) > 0:
+                rows.append({"sha": rec.candidate_sha, **rec.details, "objective": rec.objective})
+    return rows
+
+
+def _ci(value: object) -> str:
+    if not isinstance(value, dict):
+        return "-"
+    return f"{value['median']:.3f}x [{value['ci_low']:.3f}, {value['ci_high']:.3f}]"
+
+
+def render(run_dir: Path, command: str, log: list[str], started: str) -> str:
+    """The markdown report."""
+    status = json.loads(ratchet("status", "--run-dir", str(run_dir), "--json"))
+    verify = ratchet("ledger", "verify", "--run-dir", str(run_dir)).strip()
+    frontier = status["frontier"]
+    lines = [
+        "# Default CPU run (embedded defaults: track3 CPU configs, offline expander, SQLite)",
+        "",
+        f"- Date: {started}; machine: {platform.processor() or platform.machine()}, "
+        f"{platform.platform()}, Python {platform.python_version()}",
+        f'- Command: `{command}`, with `ratchet inject IDEA "{IDEA}"` injected while it ran',
+        "- Produced by: `python benchmarks/cpu_default_run.py` (this file is its output)",
+        f"- Baseline: {status['baseline']}",
+        "- Timings are CPU wall-clock (perf_counter_ns, one judge thread), interleaved ABBA "
+        "rounds; never GPU performance.",
+        "",
+        "## Summary",
+        "",
+        "| figure | value |",
+        "|---|---|",
+        f"| steps | {status['steps']} |",
+        f"| candidates (seed included) | {status['candidates']} |",
+        f"| promotions (seed not counted) | {status['promoted']} |",
+        f"| verdicts | {', '.join(f'{k} {v}' for k, v in sorted(status['verdicts'].items()))} |",
+        f"| failed expansions | {status['expansions_failed']} |",
+        f"| frontier | `{frontier['sha'][:12]}` (step {frontier['step']}, idea "
+        f"{frontier['idea_id']}) |",
+        f"| frontier speedup ({frontier['objective_kind']} over the baseline) | "
+        f"{frontier['speedup']:.3f}x; paired aggregate {_ci(frontier['vs_baseline'])} |",
+        f"| ledger verify | {verify} |",
+        "",
+        "## Promotions (paired CIs from the same judge process)",
+        "",
+        "| step | commit | vs parent | vs frontier | objective vs baseline |",
+        "|---:|---|---|---|---:|",
+    ]
+    for row in promotions(run_dir):
+        objective = row["objective"]
+        shown = f"{objective:.3f}x" if isinstance(objective, float) else "-"
+        lines.append(
+            f"| {row['step']} | `{str(row['sha'])[:12]}` | {_ci(row.get('vs_parent'))} | "
+            f"{_ci(row.get('vs_frontier'))} | {shown} |"
+        )
+    lines += ["", "## Frontier per config (uncapped speedup over the baseline)", ""]
+    lines += ["| config | speedup |", "|---|---:|"]
+    lines += [f"| {cid} | {v:.3f}x |" for cid, v in frontier["per_config_speedup"].items()]
+    lines += ["", "## Ideas", "", "| idea | source | trials | successes |", "|---|---|---:|---:|"]
+    for idea in sorted(status["ideas"], key=lambda i: (-i["trials"], i["id"])):
+        lines.append(
+            f"| {idea['id']} | {idea['source']} | {idea['trials']} | {idea['successes']} |"
+        )
+    lines += ["", "## Run log", "", "```", *log, "```", ""]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--minutes", type=float, default=4.0)
+    parser.add_argument("--run-dir", type=Path, default=Path("/tmp/ratchet-cpu-default-run"))
+    parser.add_argument("--inject-after", type=float, default=30.0)
+    parser.add_argument("--out", type=Path, default=ROOT / "docs/results/cpu-default-run.md")
+    args = parser.parse_args()
+    if args.run_dir.exists():
+        raise SystemExit(f"{args.run_dir} exists: pass a new --run-dir")
+    started = datetime.now(UTC).isoformat(timespec="seconds")
+    command, log = run_and_steer(args.run_dir, args.minutes, args.inject_after)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(render(args.run_dir, command, log, started))
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
