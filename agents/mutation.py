@@ -92,7 +92,8 @@ def propose_variant(
     if donors and rng.random() < settings.p_recombine:
         donor = donors[int(rng.integers(len(donors)))]
         for name in space:
-            if name not in targets and name in donor and rng.random() < 0.5:
+            donated = donor.get(name)
+            if name not in targets and donated in space[name] and rng.random() < 0.5:
                 child[name] = donor[name]
                 reasons[name] = ChangeReason.RECOMBINE
     if child == dict(parent) or rng.random() < settings.p_extra_mutation:

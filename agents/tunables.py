@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ast
+import json
+from typing import Any
 
 BLOCK_START = "# --- ratchet:tunables"
 BLOCK_END = "# --- end ratchet:tunables ---"
@@ -22,6 +24,19 @@ def _literal(source: str, name: str) -> object:
     raise TunablesError(f"the candidate defines no literal {name} at module level")
 
 
+def _space(source: str) -> dict[str, dict[str, Any]]:
+    value = _literal(source, "TUNABLE_SPACE")
+    expected = "TUNABLE_SPACE = {name: {'values': [...], 'doc': '...'}}"
+    if not isinstance(value, dict):
+        raise TunablesError(f"TUNABLE_SPACE must be a dict; expected {expected}")
+    for name, entry in value.items():
+        if not isinstance(entry, dict) or not isinstance(entry.get("values"), list | tuple):
+            raise TunablesError(
+                f"TUNABLE_SPACE[{name!r}] has no 'values' list; expected {expected}"
+            )
+    return value
+
+
 def read_tunables(source: str) -> dict[str, str]:
     """The TUNABLES dict of a candidate source."""
     value = _literal(source, "TUNABLES")
@@ -32,17 +47,13 @@ def read_tunables(source: str) -> dict[str, str]:
 
 def read_space(source: str) -> dict[str, list[str]]:
     """Allowed values of every tunable (TUNABLE_SPACE[name]['values'])."""
-    value = _literal(source, "TUNABLE_SPACE")
-    if not isinstance(value, dict):
-        raise TunablesError("TUNABLE_SPACE must be a dict")
-    return {str(k): list(v["values"]) for k, v in value.items()}
+    space = _space(source)
+    return {str(k): [str(v) for v in entry["values"]] for k, entry in space.items()}
 
 
 def read_docs(source: str) -> dict[str, str]:
     """One-line description of every tunable."""
-    value = _literal(source, "TUNABLE_SPACE")
-    assert isinstance(value, dict)
-    return {str(k): str(v.get("doc", "")) for k, v in value.items()}
+    return {str(k): str(v.get("doc", "")) for k, v in _space(source).items()}
 
 
 def write_tunables(source: str, tunables: dict[str, str]) -> str:
@@ -54,9 +65,13 @@ def write_tunables(source: str, tunables: dict[str, str]) -> str:
             f"the candidate has no tunables block ({BLOCK_START!r} ... {BLOCK_END!r})"
         )
     header_end = source.index("\n", start) + 1
-    body = "TUNABLES = {\n" + "".join(f"    {k!r}: {v!r},\n" for k, v in tunables.items()) + "}\n"
-    body = body.replace("'", '"')
-    rewritten = source[:header_end] + body + source[end:]
-    if read_tunables(rewritten) != tunables:
+    # JSON string literals are valid Python string literals (quotes and escapes included).
+    items = "".join(f"    {json.dumps(k)}: {json.dumps(v)},\n" for k, v in tunables.items())
+    rewritten = source[:header_end] + "TUNABLES = {\n" + items + "}\n" + source[end:]
+    try:
+        round_trip = read_tunables(rewritten)
+    except SyntaxError as exc:
+        raise TunablesError(f"rewritten tunables block does not parse: {exc}") from exc
+    if round_trip != tunables:
         raise TunablesError("rewriting the tunables block did not round-trip")
     return rewritten

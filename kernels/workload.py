@@ -149,6 +149,8 @@ class Workload(BaseModel):
         """Turn 'official', 'cpu', 'screen:<set>' or 'ID,ID' into config ids."""
         if spec in self.config_sets:
             return self.config_sets[spec].config_ids
+        if spec.startswith("screen:"):
+            return self.config_set(spec.removeprefix("screen:")).screening_ids
         ids = tuple(part.strip() for part in spec.split(",") if part.strip())
         unknown = [i for i in ids if i not in self.configs]
         if not ids or unknown:

@@ -34,7 +34,12 @@ class OptimizedSoftmax(nn.Module):
 
     def __init__(self, config: object, tunables: dict[str, str] | None = None) -> None:
         super().__init__()
-        self.tunables = dict(TUNABLES if tunables is None else tunables)
+        chosen = dict(TUNABLES)
+        chosen.update(tunables or {})
+        for name, value in chosen.items():
+            if value not in TUNABLE_SPACE.get(name, {}).get("values", ()):
+                raise ValueError(f"tunable {name}={value!r} is not declared in TUNABLE_SPACE")
+        self.tunables = chosen
 
     def _rows(self, x: torch.Tensor) -> torch.Tensor:
         if self.tunables["normalize"] == "fused_softmax":

@@ -266,8 +266,11 @@ class OptimizedTransformer(nn.Module):
 
     def __init__(self, config: object, tunables: dict[str, str] | None = None) -> None:
         super().__init__()
-        chosen = dict(TUNABLES if tunables is None else tunables)
+        chosen = dict(TUNABLES)
+        chosen.update(tunables or {})
         for name, value in chosen.items():
+            if name not in TUNABLE_SPACE:
+                raise ValueError(f"unknown tunable {name!r}; known: {sorted(TUNABLE_SPACE)}")
             allowed = TUNABLE_SPACE[name]["values"]
             if value not in allowed:
                 raise ValueError(f"tunable {name}={value!r} is not one of {allowed}")

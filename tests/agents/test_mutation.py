@@ -1,0 +1,187 @@
+"""The offline search operator: idea-guided mutation, recombination and forbidden settings."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from agents.mutation import (
+    ChangeReason,
+    OperatorSettings,
+    describe_changes,
+    enforce_forbidden,
+    propose_variant,
+)
+from agents.tunables import read_space, read_tunables
+
+NO_EXTRAS = OperatorSettings(p_recombine=0.0, p_extra_mutation=0.0)
+
+
+@pytest.fixture(scope="module")
+def space(track3_source: str) -> dict[str, list[str]]:
+    """The track3 seed candidate's tunable space."""
+    return read_space(track3_source)
+
+
+@pytest.fixture(scope="module")
+def parent(track3_source: str) -> dict[str, str]:
+    """The track3 seed candidate's tunables (the reference behaviour)."""
+    return read_tunables(track3_source)
+
+
+def test_idea_targets_are_applied(space: dict[str, list[str]], parent: dict[str, str]) -> None:
+    targets: dict[str, str | None] = {"attention": "sdpa", "matmul_precision": "fp16"}
+    for seed in range(50):
+        variant = propose_variant(parent, space, targets, [], np.random.default_rng(seed))
+        assert variant.tunables["attention"] == "sdpa"
+        assert variant.tunables["matmul_precision"] == "fp16"
+        assert variant.reasons["attention"] == ChangeReason.IDEA
+        assert set(variant.tunables) == set(parent)
+        assert all(variant.tunables[n] in space[n] for n in space)
+    exact = propose_variant(parent, space, targets, [], np.random.default_rng(0), NO_EXTRAS)
+    assert exact.tunables == {**parent, **targets}
+
+
+def test_none_target_changes_that_tunable(
+    space: dict[str, list[str]], parent: dict[str, str]
+) -> None:
+    seen = set()
+    for seed in range(60):
+        rng = np.random.default_rng(seed)
+        variant = propose_variant(parent, space, {"score_scale": None}, [], rng, NO_EXTRAS)
+        new = variant.tunables["score_scale"]
+        assert new != parent["score_scale"] and new in space["score_scale"]
+        assert {n for n in parent if variant.tunables[n] != parent[n]} == {"score_scale"}
+        seen.add(new)
+    assert seen == {"baddbmm", "prescale_q"}
+
+
+def test_unknown_targets_are_ignored(space: dict[str, list[str]], parent: dict[str, str]) -> None:
+    rng = np.random.default_rng(3)
+    targets: dict[str, str | None] = {"no_such_tunable": "x", "gelu": "not-a-value"}
+    variant = propose_variant(parent, space, targets, [], rng, NO_EXTRAS)
+    assert "no_such_tunable" not in variant.tunables
+    assert variant.tunables["gelu"] == parent["gelu"]
+    # Nothing the idea asked for was possible, so the operator explored elsewhere.
+    assert variant.tunables != parent
+
+
+def test_idea_already_in_parent_still_moves(
+    space: dict[str, list[str]], parent: dict[str, str]
+) -> None:
+    sdpa_parent = {**parent, "attention": "sdpa"}
+    for seed in range(40):
+        rng = np.random.default_rng(seed)
+        variant = propose_variant(sdpa_parent, space, {"attention": "sdpa"}, [], rng, NO_EXTRAS)
+        changed = {n for n in sdpa_parent if variant.tunables[n] != sdpa_parent[n]}
+        assert len(changed) == 1, changed
+        (name,) = changed
+        assert name != "attention", "the exploration move avoids the idea's own tunables"
+        assert variant.reasons[name] == ChangeReason.EXPLORE
+        assert variant.tunables["attention"] == "sdpa"
+
+
+def test_recombination_copies_about_half_of_the_donor(
+    space: dict[str, list[str]], parent: dict[str, str]
+) -> None:
+    donor = {name: values[1] for name, values in space.items()}
+    assert all(donor[n] != parent[n] for n in parent)
+    settings = OperatorSettings(p_recombine=1.0, p_extra_mutation=0.0)
+    rng = np.random.default_rng(2024)
+    targets: dict[str, str | None] = {"gelu": "tanh"}
+    others = [n for n in space if n not in targets]
+    copied = 0
+    draws = 400
+    for _ in range(draws):
+        variant = propose_variant(parent, space, targets, [donor], rng, settings)
+        assert variant.tunables["gelu"] == "tanh"
+        for name in others:
+            value = variant.tunables[name]
+            assert value in (parent[name], donor[name]), name
+            if value == donor[name]:
+                copied += 1
+                assert variant.reasons[name] == ChangeReason.RECOMBINE
+    rate = copied / (draws * len(others))
+    # Expected 0.5 with sd ~0.0095 for 2800 draws: this band is over 5 sd wide either way.
+    assert 0.45 < rate < 0.55, rate
+
+
+def test_no_recombination_without_donors_or_probability(
+    space: dict[str, list[str]], parent: dict[str, str]
+) -> None:
+    donor = {name: values[1] for name, values in space.items()}
+    settings = OperatorSettings(p_recombine=0.0, p_extra_mutation=0.0)
+    rng = np.random.default_rng(5)
+    for _ in range(50):
+        variant = propose_variant(parent, space, {"gelu": "tanh"}, [donor], rng, settings)
+        assert variant.tunables == {**parent, "gelu": "tanh"}
+
+
+def test_same_seed_same_child(space: dict[str, list[str]], parent: dict[str, str]) -> None:
+    donor = {name: values[-1] for name, values in space.items()}
+    settings = OperatorSettings(p_recombine=0.5, p_extra_mutation=0.5)
+
+    def child(seed: int) -> dict[str, str]:
+        rng = np.random.default_rng(seed)
+        return propose_variant(
+            parent, space, {"head_layout": None}, [donor], rng, settings
+        ).tunables
+
+    assert child(17) == child(17)
+    assert len({tuple(sorted(child(seed).items())) for seed in range(30)}) > 3
+
+
+def test_enforce_forbidden_prefers_the_parent(
+    space: dict[str, list[str]], parent: dict[str, str]
+) -> None:
+    child = {**parent, "attention": "sdpa", "gelu": "tanh"}
+    fixed = enforce_forbidden(child, parent, space, {("attention", "sdpa")})
+    assert fixed == {**parent, "gelu": "tanh"}
+    # The parent's own value is forbidden too: the first allowed value is used.
+    fp16_parent = {**parent, "matmul_precision": "fp16"}
+    child = {**parent, "matmul_precision": "bf16"}
+    forbidden = {("matmul_precision", "bf16"), ("matmul_precision", "fp16")}
+    assert enforce_forbidden(child, fp16_parent, space, forbidden)["matmul_precision"] == "fp32"
+    forbidden = {("matmul_precision", "bf16"), ("matmul_precision", "fp32")}
+    assert enforce_forbidden(child, fp16_parent, space, forbidden)["matmul_precision"] == "fp16"
+    # A child without forbidden settings is returned unchanged (as a copy).
+    clean = {**parent, "gelu": "tanh"}
+    result = enforce_forbidden(clean, parent, space, {("attention", "sdpa")})
+    assert result == clean and result is not clean
+
+
+def test_enforce_forbidden_never_leaves_a_forbidden_pair(
+    space: dict[str, list[str]], parent: dict[str, str]
+) -> None:
+    rng = np.random.default_rng(11)
+    pairs = [(n, v) for n, values in space.items() for v in values]
+    for _ in range(300):
+        chosen = rng.choice(len(pairs), size=int(rng.integers(1, 6)), replace=False)
+        forbidden = {pairs[int(i)] for i in chosen}
+        # Keep at least one allowed value per tunable (otherwise nothing can be enforced).
+        forbidden = {(n, v) for n, v in forbidden if any((n, o) not in forbidden for o in space[n])}
+        child = {n: str(rng.choice(values)) for n, values in space.items()}
+        start = {n: str(rng.choice(values)) for n, values in space.items()}
+        fixed = enforce_forbidden(child, start, space, forbidden)
+        assert not {(n, v) for n, v in fixed.items()} & forbidden
+        for name in space:
+            if (name, child[name]) not in forbidden:
+                assert fixed[name] == child[name]
+            elif (name, start[name]) not in forbidden:
+                assert fixed[name] == start[name]
+            else:
+                assert fixed[name] == next(v for v in space[name] if (name, v) not in forbidden)
+
+
+def test_describe_changes_lists_moved_tunables_with_reasons(
+    space: dict[str, list[str]], parent: dict[str, str]
+) -> None:
+    rng = np.random.default_rng(1)
+    variant = propose_variant(parent, space, {"gelu": "tanh"}, [], rng, NO_EXTRAS)
+    changes = describe_changes(parent, variant.tunables, variant.reasons)
+    assert [(c.name, c.old, c.new, c.reason) for c in changes] == [
+        ("gelu", "erf", "tanh", ChangeReason.IDEA)
+    ]
+    forced = describe_changes(parent, {**parent, "attention": "sdpa"}, {})
+    assert [(c.name, c.reason) for c in forced] == [("attention", ChangeReason.CONSTRAINT)]
+    assert describe_changes(parent, dict(parent), {}) == []

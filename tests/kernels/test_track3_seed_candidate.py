@@ -1,0 +1,186 @@
+"""The track3 seed candidate: bit-identical by default, every tunable judged by the real gate."""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Any
+
+import pytest
+import torch
+
+from harness.gate import count_failures
+from kernels.track3 import CONFIGS, generate_inputs
+from kernels.track3.reference import Transformer, build_reference_model
+from kernels.track3.runtime import build_candidate, build_reference, call
+from kernels.track3.workload import track3_workload
+from tests.kernels.conftest import load_module
+
+CPU_IDS = ["cpu-1", "cpu-2", "cpu-3", "cpu-4", "cpu-5"]
+TOL = track3_workload().tolerance
+GATE_CONFIGS = ("cpu-2", "cpu-4")  # heads 4 and 1, D 128 and 32, B 1 and 4
+PADDING = 0.25
+# The non-default values, read from the file at collection time (bf16 is expected to fail).
+GATED_VALUES = [
+    (name, value)
+    for name, spec in load_module(
+        track3_workload().seed_candidate, "ratchet_test_track3_seed_params"
+    ).TUNABLE_SPACE.items()
+    for value in spec["values"][1:]
+    if (name, value) != ("matmul_precision", "bf16")
+]
+
+
+def non_default_values(seed: ModuleType) -> list[tuple[str, str]]:
+    """Every (tunable, value) that is not the reference behaviour (values[0])."""
+    return [
+        (name, value) for name, spec in seed.TUNABLE_SPACE.items() for value in spec["values"][1:]
+    ]
+
+
+def candidate(seed: ModuleType, config_id: str, reference: Any, tunables: dict[str, str]) -> Any:
+    """The seed candidate with some tunables, given the reference weights by strict loading."""
+    model = seed.OptimizedTransformer(CONFIGS[config_id], tunables=tunables)
+    model.load_state_dict(reference.state_dict(), strict=True)
+    return model.eval()
+
+
+def test_default_tunables_are_values_zero_and_the_space_is_complete(
+    track3_seed: ModuleType,
+) -> None:
+    space = track3_seed.TUNABLE_SPACE
+    assert set(track3_seed.TUNABLES) == set(space)
+    for name, value in track3_seed.TUNABLES.items():
+        assert value == space[name]["values"][0], name
+        assert space[name]["doc"], name
+    assert track3_seed.UserOptimizedTransformer is track3_seed.OptimizedTransformer
+    pairs = non_default_values(track3_seed)
+    assert ("matmul_precision", "bf16") in pairs and ("matmul_precision", "fp16") in pairs
+    assert len(pairs) == 11, pairs
+
+
+@pytest.mark.parametrize("config_id", CPU_IDS)
+def test_default_candidate_is_bit_identical_to_the_reference(
+    track3_seed: ModuleType, config_id: str
+) -> None:
+    cfg = CONFIGS[config_id]
+    reference = build_reference(cfg, "cpu")
+    model = build_candidate(track3_seed.OptimizedTransformer, reference, cfg, "cpu")
+    assert list(model.state_dict()) == list(reference.state_dict())
+    for padding in (0.0, 0.5):
+        inputs = generate_inputs(cfg, 1234, padding)
+        ref_out = call(reference, inputs)
+        out = call(model, inputs)
+        assert out.dtype == ref_out.dtype and out.shape == ref_out.shape
+        assert torch.equal(out, ref_out), (config_id, padding)
+    x, _ = generate_inputs(cfg, 1235, 0.5)
+    with torch.no_grad():
+        assert torch.equal(model(x), reference(x)), "no mask: nothing masked, same as reference"
+
+
+def test_candidate_rejects_a_strict_load_with_wrong_names(track3_seed: ModuleType) -> None:
+    cfg = CONFIGS["cpu-5"]
+    reference = build_reference(cfg, "cpu")
+    state = reference.state_dict()
+    state["layers.0.attention.qkv.weight"] = state.pop("layers.0.attention.q_proj.weight")
+    model = track3_seed.OptimizedTransformer(cfg)
+    with pytest.raises(RuntimeError):
+        model.load_state_dict(state, strict=True)
+
+
+@pytest.fixture(scope="module")
+def gate_cases() -> dict[str, tuple[Transformer, tuple[torch.Tensor, ...], torch.Tensor]]:
+    """Reference, inputs (padding 0.25) and reference output per gate config."""
+    cases = {}
+    for config_id in (*GATE_CONFIGS, "cpu-5"):
+        reference = build_reference_model(CONFIGS[config_id], seed=1234)
+        inputs = generate_inputs(CONFIGS[config_id], 1234, PADDING)
+        assert bool((~inputs[1]).any()), "padding 0.25 must pad something"
+        cases[config_id] = (reference, inputs, call(reference, inputs))
+    return cases
+
+
+@pytest.mark.parametrize(("name", "value"), GATED_VALUES)
+def test_every_non_default_value_passes_the_gate(
+    track3_seed: ModuleType,
+    gate_cases: dict[str, tuple[Transformer, tuple[torch.Tensor, ...], torch.Tensor]],
+    name: str,
+    value: str,
+) -> None:
+    tunables = {**track3_seed.TUNABLES, name: value}
+    for config_id in GATE_CONFIGS:
+        reference, inputs, ref_out = gate_cases[config_id]
+        out = call(candidate(track3_seed, config_id, reference, tunables), inputs)
+        assert out.dtype == torch.float32 and out.shape == ref_out.shape
+        failed, max_abs = count_failures(out, ref_out, TOL)
+        assert failed == 0, (config_id, failed, max_abs)
+        assert bool((out[~inputs[1]] == 0).all()), (config_id, "padded rows must be zero")
+
+
+def test_every_non_default_value_but_bf16_is_gated(track3_seed: ModuleType) -> None:
+    pairs = non_default_values(track3_seed)
+    assert sorted([*GATED_VALUES, ("matmul_precision", "bf16")]) == sorted(pairs)
+
+
+def test_low_precision_variants_really_change_the_arithmetic(
+    track3_seed: ModuleType,
+    gate_cases: dict[str, tuple[Transformer, tuple[torch.Tensor, ...], torch.Tensor]],
+) -> None:
+    """fp16 and tanh pass the gate without being the reference in disguise."""
+    reference, inputs, ref_out = gate_cases["cpu-2"]
+    for name, value in (("matmul_precision", "fp16"), ("gelu", "tanh")):
+        out = call(
+            candidate(track3_seed, "cpu-2", reference, {**track3_seed.TUNABLES, name: value}),
+            inputs,
+        )
+        assert not torch.equal(out, ref_out), (name, value)
+
+
+def test_bf16_islands_fail_the_gate(
+    track3_seed: ModuleType,
+    gate_cases: dict[str, tuple[Transformer, tuple[torch.Tensor, ...], torch.Tensor]],
+) -> None:
+    tunables = {**track3_seed.TUNABLES, "matmul_precision": "bf16"}
+    failures = {}
+    for config_id, (reference, inputs, ref_out) in gate_cases.items():
+        out = call(candidate(track3_seed, config_id, reference, tunables), inputs)
+        failures[config_id] = count_failures(out, ref_out, TOL)[0]
+    assert max(failures.values()) > 0, failures
+
+
+@pytest.mark.parametrize(
+    "tunables",
+    [{"attention": "flash"}, {"matmul_precision": "fp8"}, {"gelu": "Tanh"}],
+)
+def test_unknown_tunable_value_is_rejected(
+    track3_seed: ModuleType, tunables: dict[str, str]
+) -> None:
+    cfg = CONFIGS["cpu-5"]
+    with pytest.raises(ValueError, match="not one of"):
+        track3_seed.OptimizedTransformer(cfg, tunables={**track3_seed.TUNABLES, **tunables})
+    name = next(iter(tunables))
+    good = track3_seed.TUNABLE_SPACE[name]["values"][-1]
+    model = track3_seed.OptimizedTransformer(cfg, tunables={**track3_seed.TUNABLES, name: good})
+    assert model.tunables[name] == good
+
+
+@pytest.mark.parametrize(
+    ("name", "value"), [("qkv_projection", "packed"), ("matmul_precision", "fp16")]
+)
+def test_weight_caches_follow_new_weights(track3_seed: ModuleType, name: str, value: str) -> None:
+    config_id = "cpu-4"
+    cfg = CONFIGS[config_id]
+    first, second = build_reference_model(cfg, seed=1234), build_reference_model(cfg, seed=99)
+    inputs = generate_inputs(cfg, 1234, PADDING)
+    model = candidate(track3_seed, config_id, first, {**track3_seed.TUNABLES, name: value})
+    before = call(model, inputs)
+    assert count_failures(before, call(first, inputs), TOL)[0] == 0
+    # New weights after construction and after a forward that filled the caches.
+    model.load_state_dict(second.state_dict(), strict=True)
+    after = call(model, inputs)
+    expected = call(second, inputs)
+    assert not torch.equal(after, before), "the output must follow the new weights"
+    failed, max_abs = count_failures(after, expected, TOL)
+    assert failed == 0, (name, value, failed, max_abs)
+    # And back again: the caches are rebuilt once more.
+    model.load_state_dict(first.state_dict(), strict=True)
+    assert torch.equal(call(model, inputs), before)
