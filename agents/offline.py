@@ -40,22 +40,29 @@ def _tokens(text: str) -> set[str]:
 
 
 def interpret_idea(text: str, space: Mapping[str, Sequence[str]]) -> dict[str, str | None]:
-    """Map free idea text onto tunables: the best-matching names and, where named, a value."""
+    """Map free idea text onto tunables. A named non-default value is the strongest signal
+    ("pack the QKV projection and keep strided views" -> both settings); without one, the
+    tunables whose names match best are to be changed (value None)."""
     words = _tokens(text)
-    scored: dict[str, tuple[int, str | None]] = {}
+    by_value: dict[str, str] = {}
+    by_name: dict[str, int] = {}
     for name, values in space.items():
-        score = len(_tokens(name.replace("_", " ")) & words)
         best_value, best_hits = None, 0
-        for value in values[1:] if len(values) > 1 else values:
+        for value in values[1:]:
             hits = len(_tokens(value.replace("_", " ")) & words)
             if hits > best_hits:
                 best_value, best_hits = value, hits
-        if score + best_hits:
-            scored[name] = (score + best_hits, best_value)
-    if not scored:
+        if best_value is not None:
+            by_value[name] = best_value
+        name_hits = len(_tokens(name.replace("_", " ")) & words)
+        if name_hits:
+            by_name[name] = name_hits
+    if by_value:
+        return dict(by_value)
+    if not by_name:
         return {}
-    top = max(score for score, _ in scored.values())
-    return {name: value for name, (score, value) in scored.items() if score == top}
+    top = max(by_name.values())
+    return {name: None for name, hits in by_name.items() if hits == top}
 
 
 def forbidden_settings(constraints: Sequence[str]) -> set[tuple[str, str]]:

@@ -56,6 +56,17 @@ def read_docs(source: str) -> dict[str, str]:
     return {str(k): str(v.get("doc", "")) for k, v in _space(source).items()}
 
 
+def idea_applied(targets: dict[str, str | None], tunables: dict[str, str]) -> bool:
+    """True when every concrete setting an idea asks for already holds (nothing left to do).
+
+    Ideas without concrete targets (free text, 'change X') are never considered applied.
+    """
+    concrete = {k: v for k, v in targets.items() if v is not None}
+    if not concrete or len(concrete) != len(targets):
+        return False
+    return all(tunables.get(k) == v for k, v in concrete.items())
+
+
 def write_tunables(source: str, tunables: dict[str, str]) -> str:
     """Replace the body of the TUNABLES block, keeping everything else byte for byte."""
     start = source.find(BLOCK_START)

@@ -5,8 +5,10 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+import git
 import numpy as np
 
+from agents.tunables import TunablesError, idea_applied, read_tunables
 from orchestrator.events import EventKind, RunStopped, StepStarted
 from orchestrator.stages import (
     LoopContext,
@@ -17,7 +19,8 @@ from orchestrator.stages import (
     sweep_step,
 )
 from orchestrator.state import SearchState, StepView, derive_state
-from search import PriorStrength, Verdict, choose_idea, choose_parent
+from orchestrator.workspace import read_file
+from search import IdeaArm, PriorStrength, Verdict, choose_idea, choose_parent
 
 
 class SeedFailedError(RuntimeError):
@@ -68,6 +71,26 @@ def ensure_seed(ctx: LoopContext, state: SearchState) -> SearchState:
     return current_state(ctx)
 
 
+def ideas_for_parent(ctx: LoopContext, state: SearchState, parent_sha: str) -> list[IdeaArm]:
+    """Idea arms worth trying on this parent: those whose settings it already has are left
+    out, so an idea is never credited with a random move made in its name."""
+    arms = state.idea_arms(ctx.device)
+    try:
+        tunables = read_tunables(read_file(ctx.repo, parent_sha, ctx.workload.candidate_file))
+    except (TunablesError, SyntaxError, git.GitCommandError):
+        return arms  # code without declared tunables: every idea is still open
+    targets = {idea_id: idea.targets for idea_id, idea in state.ideas.items()}
+    return open_ideas(arms, targets, tunables)
+
+
+def open_ideas(
+    arms: list[IdeaArm], targets: dict[str, dict[str, str | None]], tunables: dict[str, str]
+) -> list[IdeaArm]:
+    """The arms whose settings the parent does not already have (all of them if none is left)."""
+    remaining = [a for a in arms if not idea_applied(targets.get(a.idea_id, {}), tunables)]
+    return remaining or arms
+
+
 def choose_step(ctx: LoopContext, state: SearchState) -> StepStarted:
     """Draw a parent (clade metaproductivity) and an idea (rubric priors) for the next step."""
     number = state.next_step
@@ -81,7 +104,7 @@ def choose_step(ctx: LoopContext, state: SearchState) -> StepStarted:
     else:
         parent_sha = forced_parent
     strength = PriorStrength(k_min=ctx.settings.k_min, k_max=ctx.settings.k_max)
-    idea = choose_idea(state.idea_arms(ctx.device), strength, rng)
+    idea = choose_idea(ideas_for_parent(ctx, state, parent_sha), strength, rng)
     return StepStarted(
         step=number,
         parent_sha=parent_sha,

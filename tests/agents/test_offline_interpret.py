@@ -80,3 +80,22 @@ def test_forbidden_settings_parses_only_exact_constraints() -> None:
         ("matmul_precision", "bf16"),
     }
     assert forbidden_settings([]) == set()
+
+
+def test_every_named_value_is_taken(space: dict[str, list[str]]) -> None:
+    text = "Keep Q, K and V as strided views and pack the QKV projection"
+    assert interpret_idea(text, space) == {"head_layout": "strided", "qkv_projection": "packed"}
+
+
+def test_without_a_value_the_best_named_tunables_change(space: dict[str, list[str]]) -> None:
+    assert interpret_idea("rethink the attention", space) == {"attention": None}
+
+
+def test_idea_applied() -> None:
+    from agents.tunables import idea_applied
+
+    parent = {"attention": "sdpa", "gelu": "erf"}
+    assert idea_applied({"attention": "sdpa"}, parent)
+    assert not idea_applied({"attention": "sdpa", "gelu": "tanh"}, parent)
+    assert not idea_applied({"attention": None}, parent)
+    assert not idea_applied({}, parent)

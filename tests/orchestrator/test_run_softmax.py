@@ -61,7 +61,7 @@ def test_injected_idea_was_tried_credited_and_promoted(run_dir: Path) -> None:
     report = service.run_status(run_dir)
     human = [i for i in report.ideas if i.source == "human"]
     assert len(human) == 1 and human[0].author == "tester"
-    assert human[0].trials == 1
+    assert human[0].trials >= 1  # forced at step 3; Thompson may pick it again
     with Ledger.open_path(run_dir / "ledger.sqlite", create=False) as ledger:
         state = derive_state(ledger)
     step3 = state.steps[3].started
