@@ -35,7 +35,7 @@ class OperatorSettings(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     p_recombine: float = Field(default=0.25, ge=0, le=1, description="Cross with a donor.")
-    p_extra_mutation: float = Field(default=0.2, ge=0, le=1, description="One extra random move.")
+    p_extra_mutation: float = Field(default=0.1, ge=0, le=1, description="One extra random move.")
 
 
 def _other_value(

@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 import git
 import numpy as np
 
-from agents.tunables import TunablesError, idea_applied, read_tunables
+from agents.offline import interpret_idea
+from agents.tunables import TunablesError, idea_applied, read_space, read_tunables
 from orchestrator.events import EventKind, RunStopped, StepStarted
 from orchestrator.stages import (
     LoopContext,
@@ -76,10 +77,15 @@ def ideas_for_parent(ctx: LoopContext, state: SearchState, parent_sha: str) -> l
     out, so an idea is never credited with a random move made in its name."""
     arms = state.idea_arms(ctx.device)
     try:
-        tunables = read_tunables(read_file(ctx.repo, parent_sha, ctx.workload.candidate_file))
+        source = read_file(ctx.repo, parent_sha, ctx.workload.candidate_file)
+        tunables, space = read_tunables(source), read_space(source)
     except (TunablesError, SyntaxError, git.GitCommandError):
         return arms  # code without declared tunables: every idea is still open
-    targets = {idea_id: idea.targets for idea_id, idea in state.ideas.items()}
+    # Free-text ideas are read the way the offline expander will read them.
+    targets = {
+        idea_id: idea.targets or interpret_idea(idea.text, space)
+        for idea_id, idea in state.ideas.items()
+    }
     return open_ideas(arms, targets, tunables)
 
 
