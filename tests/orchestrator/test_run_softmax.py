@@ -10,17 +10,16 @@ from pathlib import Path
 import git
 import pytest
 
-from harness.models import ArmKind, ArmSpec, EvaluationRequest, Outcome
-from harness.runner import RunnerSettings, run_evaluation
+from harness.models import Outcome
 from kernels.workload import TrialSpec
 from ledger import Ledger
 from orchestrator import cli, service
 from orchestrator.state import derive_state
 from search import Verdict
+from tests.judging import gate_module
 from tests.orchestrator.conftest import ListReporter, fast_settings
 
 pytestmark = pytest.mark.slow
-CODE_ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -135,21 +134,6 @@ def test_export_is_standalone_and_passes_the_gate(run_dir: Path, tmp_path: Path)
     subprocess.run(
         [sys.executable, "-c", probe], cwd=out, check=True, env={"PATH": "/usr/bin:/bin"}
     )
-    request = EvaluationRequest(
-        evaluation_id="export:gate",
-        workload="softmax",
-        device="cpu",
-        config_ids=["s1", "s2", "s3"],
-        arms=[
-            ArmSpec(
-                name="candidate",
-                kind=ArmKind.MODULE,
-                module_path=str(out / "submission.py"),
-                entry_point="OptimizedSoftmax",
-            )
-        ],
-        trials=[TrialSpec(seed=s, input_scale=x) for s, x in [(11, 1.0), (12, 4.0)]],
-    )
-    settings = RunnerSettings(lock_dir=tmp_path / "locks", code_root=CODE_ROOT)
-    result = run_evaluation(request, tmp_path / "gate", settings)
+    trials = [TrialSpec(seed=s, input_scale=x) for s, x in [(11, 1.0), (12, 4.0)]]
+    result = gate_module(out / "submission.py", "softmax", ["s1", "s2", "s3"], trials, tmp_path)
     assert result.outcome is Outcome.PASSED, result.message

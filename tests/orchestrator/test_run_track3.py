@@ -8,14 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from harness.models import ArmKind, ArmSpec, EvaluationRequest, Outcome
-from harness.runner import RunnerSettings, run_evaluation
+from harness.models import Outcome
 from kernels.workload import TrialSpec
 from orchestrator import service
+from tests.judging import gate_module
 from tests.orchestrator.conftest import ListReporter, fast_settings
 
 pytestmark = pytest.mark.slow
-CODE_ROOT = Path(__file__).resolve().parents[2]
 
 PROBE = """
 import sys, torch, submission
@@ -49,21 +48,6 @@ def test_track3_run_exports_a_drop_in_submission(tmp_path: Path) -> None:
     subprocess.run(
         [sys.executable, "-c", PROBE], cwd=out, check=True, env={"PATH": "/usr/bin:/bin"}
     )
-    request = EvaluationRequest(
-        evaluation_id="export:gate",
-        workload="track3",
-        device="cpu",
-        config_ids=["cpu-2", "cpu-5"],
-        arms=[
-            ArmSpec(
-                name="candidate",
-                kind=ArmKind.MODULE,
-                module_path=str(out / "submission.py"),
-                entry_point="OptimizedTransformer",
-            )
-        ],
-        trials=[TrialSpec(seed=1234), TrialSpec(seed=99, padding_ratio=0.5, input_scale=2.0)],
-    )
-    settings = RunnerSettings(lock_dir=tmp_path / "locks", code_root=CODE_ROOT)
-    result = run_evaluation(request, tmp_path / "gate", settings)
+    trials = [TrialSpec(seed=1234), TrialSpec(seed=99, padding_ratio=0.5, input_scale=2.0)]
+    result = gate_module(out / "submission.py", "track3", ["cpu-2", "cpu-5"], trials, tmp_path)
     assert result.outcome is Outcome.PASSED, result.message
