@@ -20,6 +20,45 @@ class Outcome(enum.StrEnum):
     NO_RESULT = "no_result"
     NO_RUN = "no_run"
     STATIC_REJECTED = "static_rejected"
+    REJECTED = "rejected"
+
+
+class RejectReason(enum.StrEnum):
+    """Why the judge refused a candidate: one precise cause, never a guess."""
+
+    STATIC_CHECK = "static_check"
+    COMPILE_ERROR = "compile_error"
+    RUNTIME_ERROR = "runtime_error"
+    TIMEOUT = "timeout"
+    NO_RESULT = "no_result"
+    NO_RUN = "no_run"
+    OUTPUT_TYPE = "output_type"
+    INPUT_MUTATION = "input_mutation"
+    UNWRITTEN_OUTPUT = "unwritten_output"
+    NON_FINITE_OUTPUT = "non_finite_output"
+    WRONG_OUTPUT = "wrong_output"
+    OUTPUT_ALIASING = "output_aliasing"
+    TIMED_OUTPUT_WRONG = "timed_output_wrong"
+    TIMER_TAMPERING = "timer_tampering"
+    BACKGROUND_THREAD = "background_thread"
+    SIDE_STREAM_WORK = "side_stream_work"
+    IMPLAUSIBLE_TIME = "implausible_time"
+
+
+class EvaluationMode(enum.StrEnum):
+    """What the judge process is asked to do."""
+
+    EVALUATE = "evaluate"
+    QUALIFY = "qualify"
+
+
+class DevicePeaks(BaseModel):
+    """Ceilings measured on the device by qualification (the roofline's denominators)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    matmul_flops_per_s: float = Field(gt=0, description="Fastest dense matmul rate measured.")
+    copy_bytes_per_s: float = Field(gt=0, description="Copy bandwidth (bytes read + written).")
 
 
 class ArmKind(enum.StrEnum):
@@ -67,6 +106,19 @@ class TimingPlan(BaseModel):
         default=0.02, gt=0, description="Stop once every CI half-width (log-ratio) is below this."
     )
     bootstrap_resamples: int = Field(default=2000, ge=100, description="Bootstrap resamples.")
+    per_call_threshold_s: float = Field(
+        default=1e-4,
+        gt=0,
+        description="Calls at least this long get one event pair each (with an L2 flush before "
+        "each on GPU); shorter calls are batched per event pair.",
+    )
+    l2_flush: bool = Field(default=True, description="Flush L2 before per-call timed calls.")
+    spot_checks: int = Field(
+        default=3, ge=1, description="Timed calls of the judged arm whose output is re-checked."
+    )
+    max_input_sets: int = Field(
+        default=64, ge=2, description="Distinct input sets rotated through a batched block."
+    )
 
 
 class EvaluationRequest(BaseModel):
@@ -87,6 +139,19 @@ class EvaluationRequest(BaseModel):
     torch_threads: int | None = Field(default=None, description="CPU intra-op threads.")
     deadline_s: float | None = Field(
         default=None, description="The judge kills itself after this long (parent-independent)."
+    )
+    mode: EvaluationMode = Field(default=EvaluationMode.EVALUATE, description="What to do.")
+    recheck_trials: list[TrialSpec] = Field(
+        default_factory=list,
+        description="Fresh inputs the judged arm must still get right after it was timed.",
+    )
+    device_peaks: DevicePeaks | None = Field(
+        default=None, description="Measured ceilings; times below the roofline are rejected."
+    )
+    oracle_config_ids: list[str] = Field(
+        default_factory=list,
+        description="Configs the reference cannot run: checked against the workload's "
+        "memory-bounded oracle and reported as feasibility, never timed against a baseline.",
     )
 
     @model_validator(mode="after")
@@ -110,6 +175,8 @@ class TrialResult(BaseModel):
     problem: str | None = Field(
         default=None, description="Why it failed before comparison (shape, dtype, mutation...)."
     )
+    reason: RejectReason | None = Field(default=None, description="Cause when it failed.")
+    phase: str = Field(default="gate", description="gate, aliasing, spot_check or recheck.")
 
 
 class ArmTiming(BaseModel):
@@ -140,6 +207,14 @@ class ConfigResult(BaseModel):
     timings: list[ArmTiming] = Field(default_factory=list, description="Per-arm raw timing.")
     ratios: list[RatioStats] = Field(default_factory=list, description="Paired comparisons.")
     rounds: int = Field(default=0, description="ABBA rounds timed.")
+    protocol: str = Field(default="", description="'batched' or 'per-call' (+ L2 flush).")
+    floor_ns: float | None = Field(default=None, description="Roofline floor of one call.")
+    host_over_device: float | None = Field(
+        default=None, description="Median host/event time ratio of the judged arm (CUDA)."
+    )
+    feasibility: dict[str, float] | None = Field(
+        default=None, description="Oracle configs: peak memory bytes, latency s, elements."
+    )
 
     @property
     def correct(self) -> bool:
@@ -164,6 +239,17 @@ class EvaluationResult(BaseModel):
     protocol: str = Field(default="", description="Timing protocol that produced the rows.")
     timer_resolution_ns: float | None = Field(default=None, description="Measured timer tick.")
     wall_s: float = Field(default=0.0, description="Wall time of the judge process.")
+    reason: RejectReason | None = Field(default=None, description="Why it was rejected.")
+    tainted: bool = Field(
+        default=False, description="Contention or throttling seen: never used for promotion."
+    )
+    taint: list[str] = Field(default_factory=list, description="What tainted the measurement.")
+    environment: dict[str, object] = Field(
+        default_factory=dict, description="Clocks, load and processes before and after timing."
+    )
+    qualification: dict[str, object] | None = Field(
+        default=None, description="Measured device properties (mode=qualify)."
+    )
 
     def config(self, config_id: str) -> ConfigResult | None:
         """The result for one config, if measured."""

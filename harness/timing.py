@@ -1,4 +1,5 @@
-"""Interleaved timing: randomized ABBA rounds of every arm, stopping on CI precision."""
+"""Interleaved timing: randomized ABBA rounds of every arm on fresh inputs, stopping on CI
+precision; outputs of the judged arm are spot-checked while it is timed."""
 
 from __future__ import annotations
 
@@ -15,13 +16,22 @@ from harness.stats import half_width, paired_log_ratios, ratio_stats
 Call = Callable[[], Any]
 
 
+@dataclass
+class BlockTime:
+    """One timed block: device time, host time around it, and the last call's output."""
+
+    device_ns: float
+    host_ns: float
+    last_output: Any = None
+
+
 class BlockTimer(Protocol):
-    """Times `calls` back-to-back calls of fn and returns the total in nanoseconds."""
+    """Times a list of calls; `flush` (per-call mode) runs untimed before each call."""
 
     protocol: str
 
-    def time_block(self, fn: Call, calls: int) -> float:
-        """Total time of the block in ns."""
+    def time_calls(self, calls: list[Call], flush: Call | None) -> BlockTime:
+        """Total time of the calls."""
 
     def resolution_ns(self) -> float:
         """Smallest interval the timer can tell apart."""
@@ -35,12 +45,14 @@ class CpuTimer:
     def __init__(self, clock: Callable[[], int]) -> None:
         self._clock = clock
 
-    def time_block(self, fn: Call, calls: int) -> float:
+    def time_calls(self, calls: list[Call], flush: Call | None) -> BlockTime:
         clock = self._clock
+        out = None
         start = clock()
-        for _ in range(calls):
-            fn()
-        return float(clock() - start)
+        for call in calls:
+            out = call()
+        elapsed = float(clock() - start)
+        return BlockTime(device_ns=elapsed, host_ns=elapsed, last_output=out)
 
     def resolution_ns(self) -> float:
         clock = self._clock
@@ -54,35 +66,81 @@ class CpuTimer:
         return float(min(deltas))
 
 
+@dataclass(frozen=True)
+class CudaFunctions:
+    """CUDA timing functions bound before any candidate code could replace them."""
+
+    event: Any
+    record: Callable[..., Any]
+    elapsed: Callable[[Any, Any], float]
+    synchronize: Callable[[], None]
+
+
 class CudaTimer:
-    """One CUDA event pair around a block of un-synchronized calls on the current stream."""
+    """CUDA events on the current stream; a device-wide sync ends each block so work hidden on
+    other streams shows up as host time the events did not see."""
 
     protocol = "cuda-events"
 
-    def __init__(self, event_type: Any, synchronize: Callable[[], None]) -> None:
-        self._event = event_type
-        self._sync = synchronize
+    def __init__(self, fns: CudaFunctions, clock: Callable[[], int]) -> None:
+        self._fns = fns
+        self._clock = clock
 
-    def time_block(self, fn: Call, calls: int) -> float:
-        start, end = self._event(enable_timing=True), self._event(enable_timing=True)
-        start.record()
-        for _ in range(calls):
-            fn()
-        end.record()
-        self._sync()
-        return float(start.elapsed_time(end)) * 1e6
+    def _pair(self) -> tuple[Any, Any]:
+        return self._fns.event(enable_timing=True), self._fns.event(enable_timing=True)
+
+    def time_calls(self, calls: list[Call], flush: Call | None) -> BlockTime:
+        fns, clock = self._fns, self._clock
+        out = None
+        if flush is None:
+            start, end = self._pair()
+            host = clock()
+            fns.record(start)
+            for call in calls:
+                out = call()
+            fns.record(end)
+            fns.synchronize()
+            host_ns = float(clock() - host)
+            return BlockTime(fns.elapsed(start, end) * 1e6, host_ns, out)
+        device_ns = host_ns = 0.0
+        for call in calls:
+            flush()
+            fns.synchronize()
+            start, end = self._pair()
+            host = clock()
+            fns.record(start)
+            out = call()
+            fns.record(end)
+            fns.synchronize()
+            host_ns += clock() - host
+            device_ns += fns.elapsed(start, end) * 1e6
+        return BlockTime(device_ns, host_ns, out)
 
     def resolution_ns(self) -> float:
         smallest = math.inf
         for _ in range(50):
-            start, end = self._event(enable_timing=True), self._event(enable_timing=True)
-            start.record()
-            end.record()
-            self._sync()
-            value = float(start.elapsed_time(end)) * 1e6
+            start, end = self._pair()
+            self._fns.record(start)
+            self._fns.record(end)
+            self._fns.synchronize()
+            value = self._fns.elapsed(start, end) * 1e6
             if value > 0:
                 smallest = min(smallest, value)
         return smallest if math.isfinite(smallest) else 0.0
+
+
+@dataclass
+class ArmPlan:
+    """How one arm is timed: its calls (rotating over input sets) and its block mode."""
+
+    calls: list[Call]
+    flush: Call | None
+    refresh: Call
+    pick_inputs: Callable[[int], tuple[Any, ...]]
+    mode: str = "batched"
+
+
+SpotCheck = Callable[[Any, tuple[Any, ...], tuple[Any, ...]], None]
 
 
 @dataclass
@@ -92,6 +150,7 @@ class RoundLog:
     calls: dict[str, int]
     blocks: dict[str, list[float]] = field(default_factory=dict)
     rounds: dict[str, list[float]] = field(default_factory=dict)
+    host_ratio: dict[str, list[float]] = field(default_factory=dict)
 
     def arm_timings(self) -> list[ArmTiming]:
         return [
@@ -105,10 +164,11 @@ class RoundLog:
         ]
 
 
-def calibrate_calls(fn: Call, timer: BlockTimer, target_block_s: float) -> int:
-    """Calls per block so that one block lasts about target_block_s."""
-    single = sorted(timer.time_block(fn, 1) for _ in range(3))[1]
-    return max(1, min(10_000, math.ceil(target_block_s * 1e9 / max(single, 1.0))))
+def calibrate_calls(fn: Call, timer: BlockTimer, target_block_s: float) -> tuple[int, float]:
+    """(calls per block so that a block lasts about target_block_s, median single-call ns)."""
+    single = sorted(timer.time_calls([fn], None).device_ns for _ in range(3))[1]
+    calls = max(1, min(10_000, math.ceil(target_block_s * 1e9 / max(single, 1.0))))
+    return calls, single
 
 
 def _compare_all(
@@ -123,43 +183,57 @@ def _compare_all(
     return out
 
 
-def time_arms(
-    arms: Mapping[str, Call],
-    judged: str,
-    plan: TimingPlan,
-    timer: BlockTimer,
-    rng: np.random.Generator,
-    clock: Callable[[], int],
-) -> tuple[RoundLog, list[RatioStats]]:
-    """Warm up, calibrate, then time randomized ABBA rounds until precise, capped or out of time."""
-    for fn in arms.values():
-        for _ in range(plan.warmup_calls):
-            fn()
-    log = RoundLog(
-        calls={n: calibrate_calls(fn, timer, plan.target_block_s) for n, fn in arms.items()}
-    )
-    log.blocks = {name: [] for name in arms}
-    log.rounds = {name: [] for name in arms}
-    names = list(arms)
-    started = clock()
-    stats: list[RatioStats] = []
+@dataclass
+class TimingJob:
+    """Everything one config's timing needs."""
+
+    arms: Mapping[str, ArmPlan]
+    judged: str
+    plan: TimingPlan
+    timer: BlockTimer
+    rng: np.random.Generator
+    clock: Callable[[], int]
+    spot_check: SpotCheck
+
+
+def _spot_rounds(plan: TimingPlan) -> set[int]:
+    step = max(1, plan.min_rounds // plan.spot_checks)
+    return {i * step for i in range(plan.spot_checks)}
+
+
+def time_arms(job: TimingJob, calls: Mapping[str, int]) -> tuple[RoundLog, list[RatioStats]]:
+    """Randomized ABBA rounds until every CI is precise, the cap is hit or time runs out; the
+    inputs are refreshed (same buffers, new values) before every block."""
+    plan, names = job.plan, list(job.arms)
+    log = RoundLog(calls=dict(calls))
+    log.blocks = {name: [] for name in names}
+    log.rounds = {name: [] for name in names}
+    log.host_ratio = {name: [] for name in names}
+    spot_rounds, started, stats = _spot_rounds(plan), job.clock(), []
     for round_index in range(plan.max_rounds):
-        order = [names[i] for i in rng.permutation(len(names))]
+        order = [names[i] for i in job.rng.permutation(len(names))]
         per_round: dict[str, list[float]] = {name: [] for name in names}
-        for name in order + order[::-1]:
-            per_call = timer.time_block(arms[name], log.calls[name]) / log.calls[name]
+        for position, name in enumerate(order + order[::-1]):
+            arm = job.arms[name]
+            arm.refresh()
+            checking = name == job.judged and position < len(names) and round_index in spot_rounds
+            checked_inputs = arm.pick_inputs(len(arm.calls) - 1)
+            pristine = tuple(t.clone() for t in checked_inputs) if checking else ()
+            block = job.timer.time_calls(arm.calls, arm.flush)
+            per_call = block.device_ns / len(arm.calls)
             log.blocks[name].append(per_call)
+            log.host_ratio[name].append(block.host_ns / max(block.device_ns, 1.0))
             per_round[name].append(per_call)
+            if checking:
+                job.spot_check(block.last_output, pristine, checked_inputs)
         for name in names:
             log.rounds[name].append(float(np.mean(per_round[name])))
-        done = round_index + 1
-        if done < plan.min_rounds or len(names) < 2:
+        if round_index + 1 < max(plan.min_rounds, max(spot_rounds) + 1) or len(names) < 2:
             continue
-        stats = _compare_all(log, judged, plan, rng)
+        stats = _compare_all(log, job.judged, plan, job.rng)
         precise = all(half_width(s) <= plan.target_half_width for s in stats)
-        out_of_time = (clock() - started) / 1e9 > plan.budget_s
-        if precise or out_of_time:
+        if precise or (job.clock() - started) / 1e9 > plan.budget_s:
             break
     if len(names) >= 2 and not stats:
-        stats = _compare_all(log, judged, plan, rng)
+        stats = _compare_all(log, job.judged, plan, job.rng)
     return log, stats

@@ -115,6 +115,12 @@ class WorkloadRuntime(Protocol):
     def call(self, model: Any, inputs: tuple[Any, ...]) -> Any:
         """Run a model on inputs the way the user would."""
 
+    def build_oracle(self, reference: Any, config: Any, device: str) -> Any:
+        """A memory-bounded stand-in for the reference on configs it cannot run."""
+
+    def cost(self, config: Any) -> tuple[float, float]:
+        """Lower bounds of (FLOPs, bytes moved) of one call: the roofline's numerators."""
+
 
 class Workload(BaseModel):
     """A problem Ratchet can search: reference, inputs, configs, tolerance and baseline."""

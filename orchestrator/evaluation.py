@@ -13,13 +13,15 @@ from harness.models import (
     ArmKind,
     ArmSpec,
     ConfigResult,
+    DevicePeaks,
     EvaluationRequest,
     EvaluationResult,
     RatioStats,
     TimingPlan,
 )
 from harness.runner import RunnerSettings, run_evaluation
-from kernels.workload import TrialSpec, Workload
+from harness.trials import correctness_trials, new_salt, recheck_trials
+from kernels.workload import Workload
 from ledger import FingerprintRecord, MeasurementRecord, Record
 from orchestrator.events import ConfigSummary, EvaluationSummary, EventKind, Stage
 from orchestrator.workspace import materialize
@@ -38,6 +40,8 @@ class Judging:
     evals_dir: Path
     runner: RunnerSettings
     torch_threads: int | None
+    runnable_ids: tuple[str, ...]
+    device_peaks: DevicePeaks | None = None
 
 
 @dataclass(frozen=True)
@@ -51,16 +55,6 @@ class StageRequest:
     config_ids: list[str]
     timing: TimingPlan | None
     config_weights: dict[str, float]
-
-
-def correctness_trials(workload: Workload) -> tuple[list[TrialSpec], int]:
-    """The official trials plus salted ones the candidate cannot predict (padding, scale)."""
-    salt = secrets.randbelow(2**31 - 10)
-    extra = [
-        TrialSpec(seed=salt, padding_ratio=0.25, input_scale=0.5),
-        TrialSpec(seed=salt + 1, padding_ratio=0.5, input_scale=2.0),
-    ]
-    return [*workload.official_trials, *extra], salt
 
 
 def build_request(judging: Judging, job: StageRequest) -> EvaluationRequest:
@@ -81,7 +75,8 @@ def build_request(judging: Judging, job: StageRequest) -> EvaluationRequest:
                 commit_sha=sha,
             )
         )
-    trials, _ = correctness_trials(judging.workload)
+    salt = new_salt()
+    oracle_ids = [c for c in job.config_ids if c not in judging.runnable_ids]
     return EvaluationRequest(
         evaluation_id=f"{job.sha}:{job.stage.value}",
         workload=judging.workload.name,
@@ -89,7 +84,10 @@ def build_request(judging: Judging, job: StageRequest) -> EvaluationRequest:
         config_ids=job.config_ids,
         arms=arms,
         judged_arm="candidate",
-        trials=trials,
+        trials=correctness_trials(judging.workload.official_trials, salt),
+        recheck_trials=recheck_trials(salt) if job.timing else [],
+        oracle_config_ids=oracle_ids,
+        device_peaks=judging.device_peaks,
         timing=job.timing,
         config_weights=job.config_weights,
         seed=secrets.randbelow(2**31),

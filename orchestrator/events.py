@@ -20,6 +20,9 @@ class EventKind(enum.StrEnum):
     STATIC_CHECKED = "static_checked"
     EVALUATION = "evaluation"
     RUN_STOPPED = "run_stopped"
+    DEVICE_QUALIFIED = "device_qualified"
+    DEVICE_NO_RUN = "device_no_run"
+    NOISE_FLOOR = "noise_floor"
 
 
 class Stage(enum.StrEnum):
@@ -156,3 +159,5 @@ class VerdictDetails(BaseModel):
     capped_configs: list[str] = Field(default_factory=list, description="Where a cap bound.")
     objective_kind: str | None = Field(default=None, description="Aggregate used.")
     noise_floor: float | None = Field(default=None, description="Floor used by the rule.")
+    taint: list[str] = Field(default_factory=list, description="Contention seen while timed.")
+    reject_reason: str | None = Field(default=None, description="The judge's rejection cause.")

@@ -7,7 +7,7 @@ import signal
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import FrameType
 
@@ -25,12 +25,13 @@ from ledger import (
     Record,
     VerifyReport,
 )
+from orchestrator.calibration import DeviceNoRun, NotQualifiedError, calibrate_noise, qualify
 from orchestrator.evaluation import Judging
 from orchestrator.events import EventKind, IdeaRegistered, RunStarted
 from orchestrator.export import ExportManifest, checkout_candidate, export_candidate
 from orchestrator.loop import RunSummary, SeedFailedError, StopSignal, run_loop
 from orchestrator.messages import MessageContext, MessageError, parse_message
-from orchestrator.settings import DeviceChoice, ExpanderKind, Settings
+from orchestrator.settings import DeviceChoice, ExpanderKind, Settings, default_timing
 from orchestrator.stages import LoopContext, Reporter
 from orchestrator.state import SearchState, derive_state
 from orchestrator.status import StatusReport, build_status
@@ -210,8 +211,18 @@ def prepare_run(settings: Settings, reporter: Reporter) -> _Prepared:
         # One intra-op thread on CPU: with two OpenMP threads, any other process on a small
         # machine stalls the spinning barrier and inflates an arm tens of times (seen here).
         torch_threads=settings.torch_threads or (1 if device == "cpu" else None),
+        runnable_ids=config_set.runnable_ids or config_set.config_ids,
     )
+    what = "resuming" if resumed else "starting"
+    reporter.line(
+        f"{what} run in {paths.root}: workload {workload.name}, device {device}, "
+        f"configs {config_set.name} ({', '.join(config_set.config_ids)}), "
+        f"expander {settings.expander.value}, budget {settings.minutes:g} min"
+        + (f" / {settings.max_candidates} candidates" if settings.max_candidates else "")
+    )
+    judging, floor = _trust_device(ledger, judging, settings, config_set, reporter)
     ctx = LoopContext(
+        noise_floor=floor,
         settings=settings,
         workload=workload,
         device=device,
@@ -224,6 +235,38 @@ def prepare_run(settings: Settings, reporter: Reporter) -> _Prepared:
         reporter=reporter,
     )
     return _Prepared(ctx=ctx, resumed=resumed)
+
+
+def _trust_device(
+    ledger: Ledger, judging: Judging, settings: Settings, config_set: ConfigSet, reporter: Reporter
+) -> tuple[Judging, float]:
+    """Qualify the device (a no-run event if it cannot be) and calibrate the A/A noise floor
+    of this config set on it once; returns the judging context with the measured peaks."""
+    state = derive_state(ledger)
+    try:
+        peaks, records = qualify(judging)
+    except NotQualifiedError as exc:
+        no_run = DeviceNoRun(device=judging.device, message=str(exc))
+        ledger.append(no_run.to_event(EventKind.DEVICE_NO_RUN))
+        raise RatchetError(f"{exc}; a no-run was recorded in the ledger") from exc
+    fingerprint_id = records[0].fingerprint_id
+    known = state.qualification
+    if known is None or known.get("fingerprint_id") != fingerprint_id:
+        ledger.append_many(records)
+    judging = replace(judging, device_peaks=peaks)
+    floor = state.noise_floor(config_set.name, fingerprint_id)
+    if floor is None:
+        reporter.line(f"calibrating the noise floor: the seed against itself on {config_set.name}")
+        assert state.seed_sha is not None
+        timing = settings.sweep_timing or default_timing(judging.device, "sweep")
+        calibrated = calibrate_noise(
+            judging, state.seed_sha, config_set, timing, settings.noise_floor
+        )
+        ledger.append(calibrated.to_event(EventKind.NOISE_FLOOR))
+        classes = ", ".join(f"{k} {v:.2%}" for k, v in calibrated.classes.items())
+        reporter.line(f"noise floor {calibrated.floor:.2%} (A/A by class: {classes})")
+        floor = calibrated.floor
+    return judging, floor
 
 
 @contextmanager
@@ -247,13 +290,6 @@ def run_search(settings: Settings, reporter: Reporter | None = None) -> RunSumma
     reporter = reporter or PrintReporter()
     prepared = prepare_run(settings, reporter)
     ctx = prepared.ctx
-    what = "resuming" if prepared.resumed else "starting"
-    reporter.line(
-        f"{what} run in {ctx.paths.root}: workload {ctx.workload.name}, device {ctx.device}, "
-        f"configs {ctx.config_set.name} ({', '.join(ctx.config_set.config_ids)}), "
-        f"expander {ctx.expander.name}, budget {settings.minutes:g} min"
-        + (f" / {settings.max_candidates} candidates" if settings.max_candidates else "")
-    )
     stop = StopSignal()
     try:
         with _stop_on_signals(stop, reporter):

@@ -51,6 +51,7 @@ FAILED_OUTCOMES = {
     Outcome.NO_RESULT: Verdict.FAILED_RUN,
     Outcome.NO_RUN: Verdict.NO_RUN,
     Outcome.STATIC_REJECTED: Verdict.FAILED_STATIC,
+    Outcome.REJECTED: Verdict.FAILED_CORRECTNESS,
 }
 
 
@@ -75,6 +76,7 @@ class LoopContext:
     expander: Expander
     judging: Judging
     reporter: Reporter
+    noise_floor: float
 
     def objective_spec(self, state: SearchState) -> ObjectiveSpec:
         """The configured aggregate with the PRIORITY config weights in force."""
@@ -210,8 +212,10 @@ def _verdict(
 def _failed_verdict(sha: str, step: int, stage: Stage, result: EvaluationResult) -> VerdictRecord:
     verdict = FAILED_OUTCOMES[result.outcome]
     first_line = result.message.strip().splitlines()[0] if result.message.strip() else ""
-    reason = f"{stage.value}: {result.outcome.value}: {first_line}"
-    return _verdict(sha, verdict, reason, stage, VerdictDetails(step=step, success=False))
+    cause = result.reason.value if result.reason else result.outcome.value
+    reason = f"{stage.value}: {cause}: {first_line}"
+    details = VerdictDetails(step=step, success=False, reject_reason=cause)
+    return _verdict(sha, verdict, reason, stage, details)
 
 
 def screen_step(ctx: LoopContext, state: SearchState, step: StepView) -> None:
@@ -242,7 +246,7 @@ def screen_step(ctx: LoopContext, state: SearchState, step: StepView) -> None:
         return
     vs_parent = estimate(result.aggregate("parent"))
     text = f"{vs_parent.describe()} vs parent" if vs_parent else "no timing"
-    if vs_parent is not None and not screen_filter(vs_parent, ctx.settings.noise_floor):
+    if vs_parent is not None and not screen_filter(vs_parent, ctx.noise_floor):
         details = VerdictDetails(
             step=number, success=False, vs_parent=ratio_dict(result.aggregate("parent"))
         )
@@ -307,8 +311,9 @@ def decide(
             correct=True,
             vs_parent=estimate(result.aggregate("parent")),
             vs_frontier=estimate(result.aggregate("frontier")),
+            tainted=result.tainted,
         )
-        decision = decide_verdict(evidence, ctx.settings.noise_floor)
+        decision = decide_verdict(evidence, ctx.noise_floor)
     details = VerdictDetails(
         step=job.step,
         success=decision.success,
@@ -319,7 +324,8 @@ def decide(
         per_config_speedup=speedups,
         capped_configs=objective.capped_configs if objective else [],
         objective_kind=ctx.settings.objective.value,
-        noise_floor=ctx.settings.noise_floor,
+        noise_floor=ctx.noise_floor,
+        taint=result.taint,
     )
     return decision, details, objective.value if objective else None
 

@@ -108,6 +108,15 @@ class SearchState:
     redirect: Redirect | None = None
     literature: list[str] = field(default_factory=list)
     seed_sha: str | None = None
+    qualification: dict[str, Any] | None = None
+    noise_floors: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def noise_floor(self, config_set: str, fingerprint_id: str | None = None) -> float | None:
+        """The calibrated floor of a config set (on this fingerprint, when one is given)."""
+        entry = self.noise_floors.get(config_set)
+        if entry is None or (fingerprint_id and entry["fingerprint_id"] != fingerprint_id):
+            return None
+        return float(entry["floor"])
 
     @property
     def open_step(self) -> StepView | None:
@@ -181,6 +190,10 @@ def _apply_event(state: SearchState, kind: str, payload: dict[str, Any]) -> None
                 devices=idea.devices,
                 order=len(state.ideas),
             )
+    elif kind == EventKind.DEVICE_QUALIFIED:
+        state.qualification = payload
+    elif kind == EventKind.NOISE_FLOOR:
+        state.noise_floors[str(payload["config_set"])] = payload
     elif kind == EventKind.STEP_STARTED:
         started = StepStarted.model_validate(payload)
         state.steps[started.step] = StepView(started=started)

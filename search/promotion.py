@@ -67,6 +67,10 @@ class VerdictEvidence(BaseModel):
     vs_frontier: RatioEstimate | None = Field(
         description="Speed relative to the frontier; None when the parent is the frontier."
     )
+    tainted: bool = Field(
+        default=False,
+        description="Measured under contention or throttling: never promotes, never a success.",
+    )
 
 
 class Decision(BaseModel):
@@ -136,6 +140,12 @@ def decide_verdict(evidence: VerdictEvidence, noise_floor: float) -> Decision:
             verdict=Verdict.FAILED_CORRECTNESS,
             success=False,
             reason="candidate failed the correctness gate, so its timings are not considered",
+        )
+    if evidence.tainted:
+        return Decision(
+            verdict=Verdict.INCONCLUSIVE,
+            success=False,
+            reason="the measurement was tainted by contention or throttling; it cannot promote",
         )
     parent = evidence.vs_parent
     success = parent is not None and classify_change(parent, noise_floor) is Change.FASTER

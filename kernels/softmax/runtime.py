@@ -39,6 +39,17 @@ def generate_inputs(config: Any, trial: TrialSpec, device: str) -> tuple[torch.T
     return (x,)
 
 
+def build_oracle(reference: Any, config: Any, device: str) -> Any:
+    """Every softmax config runs through the reference: no oracle needed."""
+    return reference
+
+
+def cost(config: Any) -> tuple[float, float]:
+    """max, exp, sum and divide per element; read once, write once."""
+    elements = config.rows * config.cols
+    return float(4 * elements), float(2 * elements * 4)
+
+
 def call(model: Any, inputs: tuple[Any, ...]) -> Any:
     """forward(x) without autograd."""
     with torch.no_grad():

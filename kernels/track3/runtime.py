@@ -7,6 +7,7 @@ from typing import Any
 import torch
 
 from kernels.track3.inputs import generate_inputs as _generate
+from kernels.track3.oracle import BlockedOracle
 from kernels.track3.reference import build_reference_model
 from kernels.workload import TrialSpec
 
@@ -35,6 +36,20 @@ def build_candidate(entry: type, reference: Any, config: Any, device: str) -> An
 def generate_inputs(config: Any, trial: TrialSpec, device: str) -> tuple[torch.Tensor, ...]:
     """(x, valid_token_mask) for one trial."""
     return _generate(config, trial.seed, trial.padding_ratio, trial.input_scale, device)
+
+
+def build_oracle(reference: Any, config: Any, device: str) -> Any:
+    """Blocked float64 evaluation of the reference arithmetic (bounded memory)."""
+    return BlockedOracle(reference)
+
+
+def cost(config: Any) -> tuple[float, float]:
+    """Lower bounds of one forward: causal attention halves QK^T and PV; weights at 2 bytes."""
+    b, s, d, f = config.batch_size, config.seq_len, config.d_model, config.ffn_dim
+    tokens = b * s
+    per_layer = 2 * tokens * (4 * d * d + 2 * d * f) + 2 * b * s * s * d
+    weights = config.num_layers * (4 * d * d + 2 * d * f) * 2
+    return float(config.num_layers * per_layer), float(2 * tokens * d * 4 + weights)
 
 
 def call(model: Any, inputs: tuple[Any, ...]) -> Any:

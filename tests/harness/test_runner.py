@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.models import EvaluationResult, Outcome
+from harness.models import EvaluationResult, Outcome, RejectReason
 from harness.runner import RunnerSettings, run_evaluation
 from tests.harness.conftest import softmax_request
 
@@ -57,7 +57,7 @@ def test_input_mutation_is_caught(
     body = "out = torch.softmax(x, dim=-1)\nx.mul_(0.5)\nreturn out"
     result = judge(write_candidate("mutate", body), tmp_path, runner_settings, timing=False)
     assert result.outcome is Outcome.INCORRECT
-    assert "mutated" in (result.configs[0].trials[0].problem or "")
+    assert result.reason is RejectReason.INPUT_MUTATION
 
 
 def test_tensor_subclass_output_is_rejected(
@@ -65,7 +65,7 @@ def test_tensor_subclass_output_is_rejected(
 ) -> None:
     body = "class Lazy(torch.Tensor):\n    pass\nreturn torch.softmax(x, dim=-1).as_subclass(Lazy)"
     result = judge(write_candidate("subclass", body), tmp_path, runner_settings, timing=False)
-    assert result.outcome is Outcome.INCORRECT
+    assert result.outcome is Outcome.INCORRECT and result.reason is RejectReason.OUTPUT_TYPE
     assert "plain torch.Tensor" in (result.configs[0].trials[0].problem or "")
 
 

@@ -1,14 +1,17 @@
-"""Interleaved ABBA timing: arms alternate, blocks are calibrated, stopping is on precision."""
+"""Interleaved ABBA timing: arms alternate, blocks are calibrated, inputs are refreshed before
+every block, the judged arm is spot-checked, and stopping is on precision."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
+import pytest
 
 from harness.models import TimingPlan
-from harness.timing import CpuTimer, calibrate_calls, time_arms
+from harness.timing import ArmPlan, CpuTimer, TimingJob, calibrate_calls, time_arms
 
 
 class FakeClock:
@@ -20,39 +23,95 @@ class FakeClock:
     def __call__(self) -> int:
         return self.now
 
-    def arm(self, name: str, cost_ns: int, log: list[str]) -> Callable[[], None]:
-        def run() -> None:
-            log.append(name)
-            self.now += cost_ns
 
-        return run
+class Recorder:
+    """Arms whose calls cost a fixed time and leave a trace."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        self.clock = clock
+        self.log: list[str] = []
+
+    def arm(self, name: str, cost_ns: int, calls: int = 1) -> ArmPlan:
+        def run() -> str:
+            self.log.append(name)
+            self.clock.now += cost_ns
+            return name
+
+        def refresh() -> None:
+            self.log.append(f"refresh:{name}")
+
+        return ArmPlan(calls=[run] * calls, flush=None, refresh=refresh, pick_inputs=lambda i: ())
 
 
-def test_rounds_are_mirrored_and_every_arm_runs_twice_per_round() -> None:
+def job(
+    arms: dict[str, ArmPlan],
+    clock: FakeClock,
+    plan: TimingPlan,
+    spot: Callable[[Any, tuple[Any, ...], tuple[Any, ...]], None] | None = None,
+) -> TimingJob:
+    return TimingJob(
+        arms=arms,
+        judged="a",
+        plan=plan,
+        timer=CpuTimer(clock),
+        rng=np.random.default_rng(0),
+        clock=clock,
+        spot_check=spot or (lambda out, pristine, inputs: None),
+    )
+
+
+def test_rounds_are_mirrored_refreshed_and_randomized() -> None:
     clock = FakeClock()
-    calls: list[str] = []
-    arms = {n: clock.arm(n, c, calls) for n, c in [("a", 1000), ("b", 2000), ("c", 1500)]}
-    plan = TimingPlan(warmup_calls=1, target_block_s=1e-9, min_rounds=5, max_rounds=5)
-    _, stats = time_arms(arms, "a", plan, CpuTimer(clock), np.random.default_rng(0), clock)
-    timed = calls[3 + 9 :]  # after warm-up (1 each) and calibration (3 each)
-    rounds = [timed[i : i + 6] for i in range(0, len(timed), 6)]
-    assert len(rounds) == 5
+    rec = Recorder(clock)
+    arms = {n: rec.arm(n, c) for n, c in [("a", 1000), ("b", 2000), ("c", 1500)]}
+    plan = TimingPlan(min_rounds=5, max_rounds=5, spot_checks=1)
+    log, stats = time_arms(job(arms, clock, plan), {"a": 1, "b": 1, "c": 1})
+    assert len(log.rounds["a"]) == 5
+    calls = [entry for entry in rec.log if not entry.startswith("refresh")]
+    rounds = [calls[i : i + 6] for i in range(0, len(calls), 6)]
     for block in rounds:
         assert block[:3] == block[3:][::-1] and sorted(block[:3]) == ["a", "b", "c"]
     assert len({tuple(r[:3]) for r in rounds}) > 1, "the order should be randomized"
+    for i, entry in enumerate(rec.log):
+        if not entry.startswith("refresh"):
+            assert rec.log[i - 1] == f"refresh:{entry}", "every block starts on fresh inputs"
     ratios = {s.other: s.median for s in stats}
-    assert abs(ratios["b"] - 2.0) < 1e-9 and abs(ratios["c"] - 1.5) < 1e-9
+    assert ratios["b"] == pytest.approx(2.0) and ratios["c"] == pytest.approx(1.5)
 
 
 def test_stops_early_once_precise() -> None:
     clock = FakeClock()
-    calls: list[str] = []
-    arms = {"a": clock.arm("a", 1000, calls), "b": clock.arm("b", 1000, calls)}
-    plan = TimingPlan(warmup_calls=1, target_block_s=1e-9, min_rounds=4, max_rounds=50)
-    log, _ = time_arms(arms, "a", plan, CpuTimer(clock), np.random.default_rng(0), clock)
+    rec = Recorder(clock)
+    arms = {"a": rec.arm("a", 1000), "b": rec.arm("b", 1000)}
+    plan = TimingPlan(min_rounds=4, max_rounds=50, spot_checks=1)
+    log, _ = time_arms(job(arms, clock, plan), {"a": 1, "b": 1})
     assert len(log.rounds["a"]) == 4  # zero noise: precise at the first check
 
 
+def test_the_judged_arm_is_spot_checked_with_its_last_output() -> None:
+    clock = FakeClock()
+    rec = Recorder(clock)
+    arms = {"a": rec.arm("a", 1000, calls=3), "b": rec.arm("b", 1000)}
+    seen: list[Any] = []
+    plan = TimingPlan(min_rounds=6, max_rounds=6, spot_checks=3)
+    time_arms(job(arms, clock, plan, lambda out, p, i: seen.append(out)), {"a": 3, "b": 1})
+    assert seen == ["a", "a", "a"]
+
+
+def test_a_failing_spot_check_stops_timing() -> None:
+    clock = FakeClock()
+    rec = Recorder(clock)
+    arms = {"a": rec.arm("a", 1000), "b": rec.arm("b", 1000)}
+
+    def fail(out: Any, pristine: tuple[Any, ...], inputs: tuple[Any, ...]) -> None:
+        raise RuntimeError("wrong output")
+
+    with pytest.raises(RuntimeError, match="wrong output"):
+        time_arms(job(arms, clock, TimingPlan(), fail), {"a": 1, "b": 1})
+
+
 def test_calibration_makes_blocks_long_enough() -> None:
-    calls = calibrate_calls(lambda: time.sleep(0.001), CpuTimer(time.perf_counter_ns), 0.01)
-    assert 3 <= calls <= 12
+    calls, single = calibrate_calls(
+        lambda: time.sleep(0.001), CpuTimer(time.perf_counter_ns), 0.01
+    )
+    assert 3 <= calls <= 12 and single >= 1e6

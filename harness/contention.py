@@ -1,0 +1,107 @@
+"""Contention and throttling: what else used the device while it was timed, and its clocks."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+
+# nvidia-smi clock-event bits that mean the chip slowed itself down (not merely idle/capped).
+_SLOWDOWN_BITS = {0x8: "hw_slowdown", 0x20: "sw_thermal", 0x40: "hw_thermal", 0x80: "power_brake"}
+FOREIGN_CPU_LIMIT = 0.5  # cores of other processes' work tolerated during CPU timing
+
+
+@dataclass
+class Snapshot:
+    """One reading of the device's state."""
+
+    cpu_busy_ticks: int = 0
+    own_ticks: int = 0
+    wall_ticks: float = 0.0
+    gpu_processes: list[int] = field(default_factory=list)
+    sm_clock_mhz: float | None = None
+    slowdown: list[str] = field(default_factory=list)
+
+
+def _cpu_ticks() -> tuple[int, int]:
+    """(busy jiffies of the whole machine, jiffies of this process and its threads)."""
+    try:
+        with open("/proc/stat", encoding="ascii") as fh:
+            fields = [int(v) for v in fh.readline().split()[1:]]
+        busy = sum(fields) - fields[3] - (fields[4] if len(fields) > 4 else 0)
+        with open("/proc/self/stat", encoding="ascii") as fh:
+            parts = fh.read().rsplit(")", 1)[1].split()
+        own = int(parts[11]) + int(parts[12]) + int(parts[13]) + int(parts[14])
+    except (OSError, ValueError, IndexError):
+        return 0, 0
+    return busy, own
+
+
+def _nvidia_smi(args: list[str]) -> list[str]:
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return []
+    try:
+        done = subprocess.run([exe, *args], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return [line.strip() for line in done.stdout.splitlines() if line.strip()]
+
+
+def _gpu_state() -> tuple[list[int], float | None, list[str]]:
+    pids = []
+    for line in _nvidia_smi(["--query-compute-apps=pid", "--format=csv,noheader,nounits"]):
+        if line.isdigit():
+            pids.append(int(line))
+    rows = _nvidia_smi(
+        ["--query-gpu=clocks.sm,clocks_event_reasons.active", "--format=csv,noheader,nounits"]
+    )
+    clock, slow = None, []
+    if rows:
+        parts = [p.strip() for p in rows[0].split(",")]
+        try:
+            clock = float(parts[0])
+            bits = int(parts[1], 16) if len(parts) > 1 else 0
+            slow = [name for bit, name in _SLOWDOWN_BITS.items() if bits & bit]
+        except ValueError:
+            pass
+    return pids, clock, slow
+
+
+def take_snapshot(device: str) -> Snapshot:
+    """Read the state of the machine now."""
+    busy, own = _cpu_ticks()
+    snap = Snapshot(cpu_busy_ticks=busy, own_ticks=own, wall_ticks=os.times().elapsed * 100)
+    if device.startswith("cuda"):
+        snap.gpu_processes, snap.sm_clock_mhz, snap.slowdown = _gpu_state()
+    return snap
+
+
+def judge_taint(before: Snapshot, after: Snapshot, allowed_pids: set[int]) -> list[str]:
+    """Reasons the interval between two snapshots cannot be trusted for promotion."""
+    taint = []
+    foreign = set(before.gpu_processes + after.gpu_processes) - allowed_pids
+    if foreign:
+        taint.append(f"foreign GPU processes {sorted(foreign)}")
+    for reading in (before, after):
+        if reading.slowdown:
+            taint.append(f"GPU slowdown: {', '.join(reading.slowdown)}")
+    wall = after.wall_ticks - before.wall_ticks
+    if wall > 0 and after.cpu_busy_ticks:
+        others = (after.cpu_busy_ticks - before.cpu_busy_ticks) - (
+            after.own_ticks - before.own_ticks
+        )
+        cores = others / wall
+        if cores > FOREIGN_CPU_LIMIT:
+            taint.append(f"other processes used {cores:.2f} CPU cores while timing")
+    return taint
+
+
+def describe(snapshot: Snapshot) -> dict[str, object]:
+    """A snapshot for the result's environment record."""
+    return {
+        "gpu_processes": snapshot.gpu_processes,
+        "sm_clock_mhz": snapshot.sm_clock_mhz,
+        "slowdown": snapshot.slowdown,
+    }

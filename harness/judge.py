@@ -1,0 +1,357 @@
+"""One evaluation inside the judge process: gate every config, then time, spot-check, re-check."""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from harness.checks import (
+    CheckContext,
+    ReferenceCache,
+    TamperGuard,
+    check_aliasing,
+    classify_output,
+    run_trial,
+)
+from harness.contention import describe, judge_taint, take_snapshot
+from harness.gate import inputs_unchanged
+from harness.models import (
+    ArmKind,
+    ArmSpec,
+    ConfigResult,
+    EvaluationRequest,
+    Outcome,
+    RatioStats,
+    RejectReason,
+    TrialResult,
+)
+from harness.timing import ArmPlan, BlockTimer, TimingJob, calibrate_calls, time_arms
+from kernels.workload import TrialSpec, Workload, WorkloadRuntime
+
+INTEGRITY = {
+    RejectReason.TIMER_TAMPERING,
+    RejectReason.BACKGROUND_THREAD,
+    RejectReason.SIDE_STREAM_WORK,
+    RejectReason.IMPLAUSIBLE_TIME,
+}
+SIDE_STREAM_RATIO = 3.0
+ROOFLINE_SAFETY = 0.5  # FLOPs and bytes are lower bounds; an fp8 path may double the rate
+
+
+class EvaluationFailure(Exception):
+    """A candidate-caused failure that ends the evaluation with an outcome and a reason."""
+
+    def __init__(self, outcome: Outcome, message: str, reason: RejectReason | None) -> None:
+        super().__init__(message)
+        self.outcome = outcome
+        self.message = message
+        self.reason = reason
+
+
+def _tail() -> str:
+    return traceback.format_exc()[-3000:]
+
+
+def reject(reason: RejectReason, message: str) -> EvaluationFailure:
+    """The failure for a rejection reason (integrity reasons are REJECTED, others INCORRECT)."""
+    outcome = Outcome.REJECTED if reason in INTEGRITY else Outcome.INCORRECT
+    return EvaluationFailure(outcome, message, reason)
+
+
+class InputPool:
+    """Input sets whose values are redrawn in place before every block: the same buffers (a
+    pointer cache goes stale) with new content (a content cache never hits)."""
+
+    def __init__(self, runtime: WorkloadRuntime, config: Any, device: str, size: int, seed: int):
+        self.runtime, self.config, self.device = runtime, config, device
+        self.seeds = np.random.default_rng(seed)
+        self.sets = [self._draw() for _ in range(size)]
+
+    def _draw(self) -> tuple[Any, ...]:
+        trial = TrialSpec(seed=int(self.seeds.integers(0, 2**31 - 1)))
+        return self.runtime.generate_inputs(self.config, trial, self.device)
+
+    def refresh(self) -> None:
+        for current in self.sets:
+            for old, new in zip(current, self._draw(), strict=True):
+                old.copy_(new)
+
+
+@dataclass
+class Judge:
+    """The workload runtime, timers and loaded arms of this judge process."""
+
+    request: EvaluationRequest
+    workload: Workload
+    runtime: WorkloadRuntime
+    timer: BlockTimer
+    rng: np.random.Generator
+    clock: Callable[[], int]
+    fingerprint: dict[str, Any]
+    guard: TamperGuard
+    flush: Callable[[], Any] | None = None
+    entries: dict[str, type] = field(default_factory=dict)
+    configs: list[ConfigResult] = field(default_factory=list)
+    aggregates: list[RatioStats] = field(default_factory=list)
+    taint: list[str] = field(default_factory=list)
+    environment: dict[str, Any] = field(default_factory=dict)
+
+    def _check_guard(self) -> None:
+        violation = self.guard.violation()
+        if violation is not None:
+            raise reject(*violation)
+
+    def _build(self, arm: ArmSpec, config: Any, reference: Any) -> Any:
+        if arm.kind is ArmKind.REFERENCE:
+            return reference
+        try:
+            model = self.runtime.build_candidate(
+                self.entries[arm.name], reference, config, self.request.device
+            )
+        except BaseException:
+            message = f"arm {arm.name} failed to build:\n{_tail()}"
+            raise EvaluationFailure(
+                Outcome.RUNTIME_ERROR, message, RejectReason.RUNTIME_ERROR
+            ) from None
+        self._check_guard()
+        return model
+
+    def _arm(self, name: str) -> ArmSpec:
+        return next(a for a in self.request.arms if a.name == name)
+
+    def _context(self, config: Any) -> CheckContext:
+        return CheckContext(self.runtime, config, self.request.device, self.workload.tolerance)
+
+    def evaluate(
+        self, load_entry: Callable[[ArmSpec], type]
+    ) -> tuple[Outcome, str, RejectReason | None]:
+        """Gate every config, then time and re-check only if the judged arm passed everywhere."""
+        req = self.request
+        self.entries = {a.name: load_entry(a) for a in req.arms if a.kind is ArmKind.MODULE}
+        self._check_guard()
+        self.configs = [self._check_config(cid) for cid in req.config_ids]
+        self._check_guard()
+        failing = [t for c in self.configs for t in c.trials if not t.passed]
+        if failing:
+            bad = [c.config_id for c in self.configs if not c.correct]
+            first = failing[0]
+            detail = f"{first.reason}: {first.problem or ''}".strip()
+            message = f"failed correctness on configs {bad}: {detail}"
+            raise EvaluationFailure(Outcome.INCORRECT, message, first.reason)
+        timed = [c for c in self.configs if c.config_id not in req.oracle_config_ids]
+        if req.timing is None or len(req.arms) < 2 or not timed:
+            return Outcome.PASSED, "correct (no timing requested)", None
+        logs = {c.config_id: self._time_config(c) for c in timed}
+        self._check_guard()
+        self.aggregates = self._aggregate(logs)
+        return Outcome.PASSED, "correct and timed", None
+
+    def _check_config(self, config_id: str) -> ConfigResult:
+        req = self.request
+        config = self.workload.configs[config_id]
+        reference = self.runtime.build_reference(config, req.device)
+        judged = self._build(self._arm(req.judged_arm), config, reference)
+        if config_id in req.oracle_config_ids:
+            reference = self.runtime.build_oracle(reference, config, req.device)
+        ctx, refs = self._context(config), ReferenceCache(reference, self._context(config))
+        result = ConfigResult(config_id=config_id)
+        alive = []  # inputs stay allocated so no two trials share an address
+        for trial in req.trials:
+            try:
+                verdict, _, inputs = run_trial(ctx, judged, refs, trial)
+            except BaseException:
+                message = f"{req.judged_arm} raised on config {config_id}:\n{_tail()}"
+                raise EvaluationFailure(
+                    Outcome.RUNTIME_ERROR, message, RejectReason.RUNTIME_ERROR
+                ) from None
+            alive.append(inputs)
+            result.trials.append(verdict)
+            if not verdict.passed:
+                return result  # a failing candidate gets no timing; later trials add nothing
+        if len(req.trials) >= 2 and config_id not in req.oracle_config_ids:
+            aliasing = check_aliasing(ctx, judged, refs, (req.trials[0], req.trials[-1]))
+            if not aliasing.passed:
+                result.trials.append(aliasing)
+        if config_id in req.oracle_config_ids:
+            result.feasibility = self._feasibility(judged, config)
+        return result
+
+    def _feasibility(self, judged: Any, config: Any) -> dict[str, float]:
+        device = self.request.device
+        inputs = self.runtime.generate_inputs(config, self.request.trials[0], device)
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+        start = self.clock()
+        out = self.runtime.call(judged, inputs)
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+        latency = (self.clock() - start) / 1e9
+        peak = float(torch.cuda.max_memory_allocated()) if device.startswith("cuda") else 0.0
+        return {"latency_s": latency, "peak_memory_bytes": peak, "elements": float(out.numel())}
+
+    def _arm_plan(self, model: Any, config: Any, calls: int, per_call: bool) -> ArmPlan:
+        plan = self.request.timing
+        assert plan is not None
+        size = 1 if per_call else max(1, min(calls, plan.max_input_sets))
+        pool = InputPool(
+            self.runtime, config, self.request.device, size, int(self.rng.integers(2**31))
+        )
+        call = self.runtime.call
+        bound = [_bind(call, model, pool.sets[i % size]) for i in range(calls)]
+        flush = self.flush if per_call and plan.l2_flush else None
+        return ArmPlan(
+            calls=bound,
+            flush=flush,
+            refresh=pool.refresh,
+            pick_inputs=lambda i: pool.sets[i % size],
+            mode=("per-call+l2flush" if flush else "per-call") if per_call else f"batched-{calls}",
+        )
+
+    def _spot_checker(
+        self, config: Any, refs: ReferenceCache
+    ) -> Callable[[Any, tuple[Any, ...], tuple[Any, ...]], None]:
+        ctx = self._context(config)
+
+        def check(out: Any, pristine: tuple[Any, ...], inputs: tuple[Any, ...]) -> None:
+            ctx.sync()
+            if not inputs_unchanged(inputs, pristine):
+                raise reject(RejectReason.INPUT_MUTATION, "a timed call changed its inputs")
+            expected = refs.expected(pristine)
+            verdict = classify_output(TrialSpec(seed=0), out, expected, ctx.tolerance, "spot_check")
+            if not verdict.passed:
+                raise reject(
+                    RejectReason.TIMED_OUTPUT_WRONG,
+                    f"the output of a timed call is wrong ({verdict.reason}: "
+                    f"{verdict.failed_elements} elements): correct only when checked",
+                )
+
+        return check
+
+    def _time_config(self, result: ConfigResult) -> dict[str, list[float]]:
+        req = self.request
+        assert req.timing is not None
+        config = self.workload.configs[result.config_id]
+        reference = self.runtime.build_reference(config, req.device)
+        models = {arm.name: self._build(arm, config, reference) for arm in req.arms}
+        plans, calls = self._plans(models, config)
+        before = take_snapshot(req.device)
+        job = TimingJob(
+            arms=plans,
+            judged=req.judged_arm,
+            plan=req.timing,
+            timer=self.timer,
+            rng=self.rng,
+            clock=self.clock,
+            spot_check=self._spot_checker(config, ReferenceCache(reference, self._context(config))),
+        )
+        try:
+            log, stats = time_arms(job, calls)
+        except EvaluationFailure:
+            raise
+        except BaseException:
+            message = f"an arm raised while timed on config {result.config_id}:\n{_tail()}"
+            raise EvaluationFailure(
+                Outcome.RUNTIME_ERROR, message, RejectReason.RUNTIME_ERROR
+            ) from None
+        after = take_snapshot(req.device)
+        self.taint += [f"config {result.config_id}: {t}" for t in judge_taint(before, after, set())]
+        self.environment[result.config_id] = {"before": describe(before), "after": describe(after)}
+        result.timings, result.ratios = log.arm_timings(), stats
+        result.rounds = len(log.rounds[req.judged_arm])
+        result.protocol = plans[req.judged_arm].mode
+        result.host_over_device = float(np.median(log.host_ratio[req.judged_arm]))
+        self._plausibility(result, config)
+        self._recheck(config, reference, models[req.judged_arm], result)
+        return log.rounds
+
+    def _plans(
+        self, models: dict[str, Any], config: Any
+    ) -> tuple[dict[str, ArmPlan], dict[str, int]]:
+        plan = self.request.timing
+        assert plan is not None
+        warm = InputPool(
+            self.runtime, config, self.request.device, 1, int(self.rng.integers(2**31))
+        )
+        plans, calls = {}, {}
+        for name, model in models.items():
+            fn = _bind(self.runtime.call, model, warm.sets[0])
+            for _ in range(plan.warmup_calls):
+                fn()
+            count, single = calibrate_calls(fn, self.timer, plan.target_block_s)
+            per_call = single >= plan.per_call_threshold_s * 1e9 and self.request.device.startswith(
+                "cuda"
+            )
+            calls[name] = 1 if per_call else count
+            plans[name] = self._arm_plan(model, config, calls[name], per_call)
+        return plans, calls
+
+    def _plausibility(self, result: ConfigResult, config: Any) -> None:
+        peaks = self.request.device_peaks
+        judged = next(t for t in result.timings if t.arm == self.request.judged_arm)
+        if result.host_over_device is not None and self.request.device.startswith("cuda"):
+            hidden = result.host_over_device > SIDE_STREAM_RATIO and judged.median_ns < 1e6
+            if hidden:
+                raise reject(
+                    RejectReason.SIDE_STREAM_WORK,
+                    f"host time is {result.host_over_device:.1f}x the event time on config "
+                    f"{result.config_id}: work ran outside the timed stream",
+                )
+        if peaks is None:
+            return
+        flops, nbytes = self.runtime.cost(config)
+        floor = ROOFLINE_SAFETY * max(
+            flops / peaks.matmul_flops_per_s, nbytes / peaks.copy_bytes_per_s
+        )
+        result.floor_ns = floor * 1e9
+        if judged.median_ns < result.floor_ns:
+            raise reject(
+                RejectReason.IMPLAUSIBLE_TIME,
+                f"config {result.config_id}: {judged.median_ns:.0f} ns per call is below the "
+                f"roofline floor {result.floor_ns:.0f} ns: physically impossible",
+            )
+
+    def _recheck(self, config: Any, reference: Any, judged: Any, result: ConfigResult) -> None:
+        ctx = self._context(config)
+        refs = ReferenceCache(reference, ctx)
+        for trial in self.request.recheck_trials:
+            verdict, _, _ = run_trial(ctx, judged, refs, trial, phase="recheck")
+            if not verdict.passed:
+                result.trials.append(verdict)
+                raise reject(
+                    RejectReason.TIMED_OUTPUT_WRONG,
+                    f"after timing, config {result.config_id} fails on fresh inputs "
+                    f"({verdict.reason}: {verdict.failed_elements} elements)",
+                )
+
+    def _aggregate(self, logs: dict[str, dict[str, list[float]]]) -> list[RatioStats]:
+        from harness.stats import aggregate_ratio_stats, paired_log_ratios
+
+        req = self.request
+        assert req.timing is not None
+        out = []
+        for arm in req.arms:
+            if arm.name == req.judged_arm:
+                continue
+            per_config = {
+                cid: paired_log_ratios(rounds[req.judged_arm], rounds[arm.name])
+                for cid, rounds in logs.items()
+            }
+            names = (req.judged_arm, arm.name)
+            resamples = req.timing.bootstrap_resamples
+            out.append(
+                aggregate_ratio_stats(names, per_config, req.config_weights, resamples, self.rng)
+            )
+        return out
+
+
+def _bind(call: Callable[[Any, Any], Any], model: Any, inputs: Any) -> Callable[[], Any]:
+    return lambda: call(model, inputs)
+
+
+TrialResults = list[TrialResult]

@@ -1,0 +1,62 @@
+"""Judge set-up: bind timers and guards before any candidate code is imported."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from harness.checks import TamperGuard
+from harness.judge import Judge
+from harness.models import EvaluationRequest
+from harness.timing import CpuTimer, CudaFunctions, CudaTimer
+
+
+def _l2_flusher(device: str) -> Callable[[], Any]:
+    import torch
+
+    props = torch.cuda.get_device_properties(torch.device(device))
+    l2 = int(getattr(props, "L2_cache_size", 0)) or 64 * 1024 * 1024
+    buffer = torch.empty(2 * l2, dtype=torch.uint8, device=device)
+    return lambda: buffer.zero_()
+
+
+def open_judge(request: EvaluationRequest, clock: Callable[[], int]) -> Judge | None:
+    """The judge for a request, or None when its device is not available here."""
+    import numpy as np
+    import torch
+
+    from harness.fingerprint import collect_fingerprint
+    from kernels.registry import resolve_workload
+
+    cuda = request.device.startswith("cuda")
+    if cuda and not torch.cuda.is_available():
+        return None
+    guard = TamperGuard()  # timer identities and threads before any candidate exists
+    timer: Any = CpuTimer(clock)
+    flush = None
+    if cuda:
+        torch.cuda.set_device(torch.device(request.device))
+        fns = CudaFunctions(
+            event=torch.cuda.Event,
+            record=torch.cuda.Event.record,
+            elapsed=torch.cuda.Event.elapsed_time,
+            synchronize=torch.cuda.synchronize,
+        )
+        timer = CudaTimer(fns, clock)
+        flush = _l2_flusher(request.device)
+    workload = resolve_workload(request.workload)
+    runtime = workload.load_runtime()
+    runtime.prepare_process(request.device)
+    if request.torch_threads:
+        torch.set_num_threads(request.torch_threads)
+    return Judge(
+        request=request,
+        workload=workload,
+        runtime=runtime,
+        timer=timer,
+        rng=np.random.default_rng(request.seed),
+        clock=clock,
+        fingerprint=collect_fingerprint(request.device),
+        guard=guard,
+        flush=flush,
+    )
