@@ -16,6 +16,23 @@ from kernels.workload import StaticPolicy
 FORBIDDEN_CALLS = frozenset(
     {"open", "exec", "eval", "compile", "__import__", "breakpoint", "input", "globals", "vars"}
 )
+# Ways out of the sandbox the import rule alone would miss (torch.sys, torch.os, frames...).
+FORBIDDEN_ATTRIBUTES = frozenset(
+    {
+        "sys",
+        "os",
+        "subprocess",
+        "builtins",
+        "__builtins__",
+        "__globals__",
+        "__subclasses__",
+        "__code__",
+        "_getframe",
+        "__import__",
+        "__loader__",
+        "__spec__",
+    }
+)
 _CONSTRAINT_FORM = re.compile(r"^forbid\s+(?P<target>\S+)$")
 
 
@@ -26,6 +43,8 @@ class Rule(enum.StrEnum):
     FORBIDDEN_IMPORT = "forbidden_import"
     FORBIDDEN_CALL = "forbidden_call"
     SHAPE_SPECIAL_CASE = "shape_special_case"
+    FORBIDDEN_ATTRIBUTE = "forbidden_attribute"
+    MONKEYPATCH = "monkeypatch"
     MISSING_ENTRY_POINT = "missing_entry_point"
     TUNABLE_OUT_OF_SPACE = "tunable_out_of_space"
     CONSTRAINT = "constraint"
@@ -186,6 +205,58 @@ def _call_findings(tree: ast.Module, file: str, constraints: list[Constraint]) -
                 )
 
 
+def _imported_names(tree: ast.Module) -> set[str]:
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            names |= {a.asname or a.name for a in node.names}
+    return names
+
+
+def _root(node: ast.expr) -> str | None:
+    while isinstance(node, ast.Attribute | ast.Subscript):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _assigned(node: ast.AST) -> list[ast.expr]:
+    if isinstance(node, ast.Assign | ast.Delete):
+        return list(node.targets)
+    if isinstance(node, ast.AugAssign | ast.AnnAssign):
+        return [node.target]
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.args:
+        return [node.args[0]] if node.func.id in ("setattr", "delattr") else []
+    return []
+
+
+def _escape_findings(tree: ast.Module, file: str) -> Iterator[Finding]:
+    """Reaching for interpreter internals, or changing a library's module state."""
+    modules = _imported_names(tree)
+    for node in ast.walk(tree):
+        name = node.attr if isinstance(node, ast.Attribute) else None
+        if isinstance(node, ast.Name) and node.id == "__builtins__":
+            name = node.id
+        if name in FORBIDDEN_ATTRIBUTES:
+            yield Finding(
+                rule=Rule.FORBIDDEN_ATTRIBUTE,
+                file=file,
+                line=getattr(node, "lineno", 0),
+                message=f"access to {name!r} is not allowed: candidates may not reach the "
+                "interpreter, the file system or other processes",
+            )
+        for target in _assigned(node):
+            if _root(target) in modules:
+                yield Finding(
+                    rule=Rule.MONKEYPATCH,
+                    file=file,
+                    line=getattr(node, "lineno", 0),
+                    message=f"assignment to {ast.unparse(target)}: candidates may not change "
+                    "library state (timers, precision flags, functions)",
+                )
+
+
 def read_literal(tree: ast.Module, name: str) -> object | None:
     """The literal value assigned to a module-level name (e.g. TUNABLES), or None."""
     for node in tree.body:
@@ -243,10 +314,12 @@ def check_sources(
             continue
         findings.extend(_import_findings(tree, file, policy))
         findings.extend(_call_findings(tree, file, constraints))
+        findings.extend(_escape_findings(tree, file))
         findings.extend(_shape_findings(tree, file, policy))
         findings.extend(_tunable_findings(tree, file, constraints))
+        entries = {policy.entry_point, *policy.entry_aliases}
         if file == entry_file and not any(
-            isinstance(n, ast.ClassDef) and n.name == policy.entry_point for n in tree.body
+            isinstance(n, ast.ClassDef) and n.name in entries for n in tree.body
         ):
             findings.append(
                 Finding(

@@ -89,6 +89,9 @@ class StaticPolicy(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     entry_point: str = Field(description="Class the candidate module must define.")
+    entry_aliases: tuple[str, ...] = Field(
+        default=(), description="Other accepted names of the entry class (e.g. organizer names)."
+    )
     allowed_imports: tuple[str, ...] = Field(
         description="Top-level modules a candidate may import."
     )
@@ -165,6 +168,16 @@ class Workload(BaseModel):
                 f"({', '.join(sorted(self.config_sets))}) or ids from {', '.join(self.configs)}"
             )
         return ids
+
+    def oracle_only_ids(self) -> set[str]:
+        """Configs some set marks as beyond the reference (checked by the oracle, not timed)."""
+        return {
+            cid
+            for cs in self.config_sets.values()
+            if cs.runnable_ids is not None
+            for cid in cs.config_ids
+            if cid not in cs.runnable_ids
+        }
 
     def load_ideas(self) -> list[IdeaSpec]:
         """The starter idea library shipped with the workload."""

@@ -133,6 +133,7 @@ def calibrate_noise(
     work = judging.evals_dir / "calibration"
     arms = []
     for name in ("candidate", "twin"):
+        assert judging.repo is not None, "calibration needs the run's repository"
         tree = materialize(judging.repo, seed_sha, work / "arms" / name)
         arms.append(
             ArmSpec(

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from orchestrator import service
 from orchestrator.export import ExportError
+from orchestrator.judge_file import format_judge_report
 from orchestrator.messages import MessageKind
 from orchestrator.settings import DeviceChoice, ExpanderKind, Settings, SettingsError, load_settings
 from orchestrator.status import format_status
@@ -64,6 +65,15 @@ def _build_parser() -> argparse.ArgumentParser:
     _run_dir_flag(export)
     export.add_argument("--sha", default=None, help="candidate (default: the frontier)")
     export.add_argument("--out", type=Path, required=True, help="output directory")
+
+    judge = sub.add_parser("judge", help="the full judge on a standalone module")
+    judge.add_argument("file", type=Path, help="module defining the workload's entry class")
+    judge.add_argument("--workload", default=None, help="track3 (default), softmax, ...")
+    judge.add_argument("--device", choices=[d.value for d in DeviceChoice], default=None)
+    judge.add_argument(
+        "--configs", default=None, help="official | cpu | screen | ID,ID (default by device)"
+    )
+    judge.add_argument("--json", action="store_true", help="machine-readable output")
 
     ledger = sub.add_parser("ledger", help="inspect the hash-chained ledger")
     ledger.add_argument("action", choices=["verify", "show"])
@@ -130,6 +140,15 @@ def _cmd_export(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_judge(args: argparse.Namespace) -> int:
+    report = service.judge_file(args.file, _settings(args), args.configs)
+    if args.json:
+        print(report.model_dump_json(indent=2))
+    else:
+        print(format_judge_report(report))
+    return EXIT_OK if report.passed else EXIT_USAGE
+
+
 def _cmd_ledger(args: argparse.Namespace) -> int:
     settings = _settings(args)
     if args.action == "verify":
@@ -157,6 +176,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "checkout": _cmd_checkout,
     "export": _cmd_export,
     "ledger": _cmd_ledger,
+    "judge": _cmd_judge,
 }
 
 

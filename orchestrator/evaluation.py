@@ -36,7 +36,7 @@ class Judging:
 
     workload: Workload
     device: str
-    repo: git.Repo
+    repo: git.Repo | None
     evals_dir: Path
     runner: RunnerSettings
     torch_threads: int | None
@@ -65,6 +65,7 @@ def build_request(judging: Judging, job: StageRequest) -> EvaluationRequest:
         if sha == REFERENCE_SHA:
             arms.append(ArmSpec(name=name, kind=ArmKind.REFERENCE, commit_sha=REFERENCE_SHA))
             continue
+        assert judging.repo is not None, "arms from commits need the run's repository"
         tree = materialize(judging.repo, sha, work / "arms" / name)
         arms.append(
             ArmSpec(

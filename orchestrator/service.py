@@ -29,6 +29,13 @@ from orchestrator.calibration import DeviceNoRun, NotQualifiedError, calibrate_n
 from orchestrator.evaluation import Judging
 from orchestrator.events import EventKind, IdeaRegistered, RunStarted
 from orchestrator.export import ExportManifest, checkout_candidate, export_candidate
+from orchestrator.judge_file import (
+    JudgeFileError,
+    JudgeReport,
+    judge_module,
+    resolve_configs,
+    temporary_judging,
+)
 from orchestrator.loop import RunSummary, SeedFailedError, StopSignal, run_loop
 from orchestrator.messages import MessageContext, MessageError, parse_message
 from orchestrator.settings import DeviceChoice, ExpanderKind, Settings, default_timing
@@ -364,3 +371,22 @@ def export(run_dir: Path, sha: str | None, out: Path) -> ExportManifest:
     with open_run_ledger(run_dir) as ledger:
         workload = _workload_of_run(ledger, run_dir)
         return export_candidate(run_dir, ledger, workload, sha, out)
+
+
+def judge_file(path: Path, settings: Settings, configs: str | None) -> JudgeReport:
+    """`ratchet judge FILE.py`: the full judge on a standalone module, against the reference."""
+    workload = _workload(settings.workload)
+    device = resolve_device(settings.device)
+    try:
+        config_ids = resolve_configs(workload, configs, device)
+    except JudgeFileError as exc:
+        raise RatchetError(str(exc)) from exc
+    runner = RunnerSettings(
+        timeout_s=settings.eval_timeout_s, lock_dir=settings.lock_dir, code_root=CODE_ROOT
+    )
+    judging, scratch = temporary_judging(workload, device, runner)
+    with scratch:
+        try:
+            return judge_module(path.resolve(), workload, judging, config_ids)
+        except JudgeFileError as exc:
+            raise RatchetError(str(exc)) from exc

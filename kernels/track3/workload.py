@@ -59,6 +59,7 @@ def track3_workload() -> Workload:
         ideas_file=HERE / "ideas.json",
         static_policy=StaticPolicy(
             entry_point="OptimizedTransformer",
+            entry_aliases=("UserOptimizedTransformer",),
             allowed_imports=("torch", "triton", "math", "typing", "__future__"),
             shape_constants=_shape_constants(),
         ),

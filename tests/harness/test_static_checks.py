@@ -84,3 +84,25 @@ def test_tunables_must_stay_in_their_space() -> None:
 def test_unparseable_constraints_show_the_expected_form(text: str) -> None:
     with pytest.raises(ValueError, match=r"expected|not a"):
         parse_constraint(text)
+
+
+@pytest.mark.parametrize(
+    ("snippet", "rule"),
+    [
+        ("p = torch.sys.argv", Rule.FORBIDDEN_ATTRIBUTE),
+        ("torch.os._exit(0)", Rule.FORBIDDEN_ATTRIBUTE),
+        ("b = __builtins__", Rule.FORBIDDEN_ATTRIBUTE),
+        ("def f():\n    return f.__globals__", Rule.FORBIDDEN_ATTRIBUTE),
+        ("torch.cuda.Event.elapsed_time = None", Rule.MONKEYPATCH),
+        ("torch.backends.cuda.matmul.allow_tf32 = False", Rule.MONKEYPATCH),
+        ("setattr(torch, 'matmul', None)", Rule.MONKEYPATCH),
+        ("del torch.nn", Rule.MONKEYPATCH),
+    ],
+)
+def test_escapes_and_monkeypatches_are_refused(snippet: str, rule: Rule) -> None:
+    assert rule in rules(GOOD + "\n" + snippet + "\n")
+
+
+def test_attributes_of_our_own_objects_may_be_set() -> None:
+    source = GOOD + "\nclass M:\n    def set(self):\n        self.weights = 1\n"
+    assert rules(source) == set()

@@ -111,7 +111,5 @@ def test_a_failing_spot_check_stops_timing() -> None:
 
 
 def test_calibration_makes_blocks_long_enough() -> None:
-    calls, single = calibrate_calls(
-        lambda: time.sleep(0.001), CpuTimer(time.perf_counter_ns), 0.01
-    )
+    calls, single = calibrate_calls(lambda: time.sleep(0.001), CpuTimer(time.perf_counter_ns), 0.01)
     assert 3 <= calls <= 12 and single >= 1e6

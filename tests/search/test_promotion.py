@@ -186,7 +186,9 @@ def test_verdict_values_are_stable_strings() -> None:
 
 def test_a_tainted_measurement_never_promotes_or_succeeds() -> None:
     clear_win = RatioEstimate(median=2.0, ci_low=1.9, ci_high=2.1)
-    clean = decide_verdict(VerdictEvidence(correct=True, vs_parent=clear_win, vs_frontier=None), 0.01)
+    clean = decide_verdict(
+        VerdictEvidence(correct=True, vs_parent=clear_win, vs_frontier=None), 0.01
+    )
     assert clean.verdict is Verdict.PROMOTED and clean.success
     tainted = decide_verdict(
         VerdictEvidence(correct=True, vs_parent=clear_win, vs_frontier=None, tainted=True), 0.01

@@ -1,0 +1,248 @@
+"""`ratchet judge FILE.py`: the full judge on a standalone module, exactly as for candidates."""
+
+from __future__ import annotations
+
+import ast
+import secrets
+import shutil
+import tempfile
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from harness.models import ArmKind, ArmSpec, EvaluationRequest, EvaluationResult, Outcome
+from harness.runner import RunnerSettings, run_evaluation
+from harness.static_checks import Finding, check_sources
+from harness.trials import correctness_trials, new_salt, recheck_trials
+from kernels.workload import Workload
+from orchestrator.calibration import NotQualifiedError, qualify
+from orchestrator.evaluation import Judging
+from orchestrator.settings import default_timing
+
+CANDIDATE_FILE = "candidate.py"
+
+
+class JudgeFileError(ValueError):
+    """The file or the options cannot be judged as given."""
+
+
+class JudgeConfigRow(BaseModel):
+    """One config's result for `ratchet judge`."""
+
+    config_id: str = Field(description="Config id.")
+    correct: bool = Field(description="All trials passed.")
+    failed_elements: int = Field(description="Failing elements over all trials.")
+    total_elements: int = Field(description="Elements compared.")
+    max_abs_error: float | None = Field(description="Largest |out - ref| seen.")
+    speedup: float | None = Field(description="Paired median ratio baseline/candidate.")
+    ci_low: float | None = Field(description="Lower end of its 95% CI.")
+    ci_high: float | None = Field(description="Upper end of its 95% CI.")
+    candidate_median_ns: float | None = Field(description="Median per-call time.")
+    baseline_median_ns: float | None = Field(description="Baseline median per-call time.")
+    protocol: str = Field(description="Timing protocol of the row.")
+    feasibility: dict[str, float] | None = Field(description="Oracle-only configs.")
+
+
+class JudgeReport(BaseModel):
+    """`ratchet judge --json`."""
+
+    file: str = Field(description="The judged module.")
+    workload: str = Field(description="Workload it was judged on.")
+    device: str = Field(description="Device it was judged on.")
+    baseline: str = Field(description="Exactly what 'speedup' is measured against.")
+    entry_point: str = Field(description="Class that was instantiated.")
+    verdict: str = Field(description="'passed' or 'rejected'.")
+    reason: str | None = Field(description="The rejection cause (a RejectReason value).")
+    message: str = Field(description="Human explanation.")
+    static_findings: list[Finding] = Field(description="Static-check findings.")
+    configs: list[JudgeConfigRow] = Field(description="Per-config results.")
+    speedup: float | None = Field(description="Geometric mean of the paired ratios.")
+    ci_low: float | None = Field(description="Its 95% CI, lower end.")
+    ci_high: float | None = Field(description="Its 95% CI, upper end.")
+    tainted: bool = Field(description="Contention or throttling seen while timing.")
+    taint: list[str] = Field(description="What tainted it.")
+    fingerprint: dict[str, object] = Field(description="Environment of the measurement.")
+
+    @property
+    def passed(self) -> bool:
+        """Whether the judge accepted the module."""
+        return self.verdict == "passed"
+
+
+def _entry_point(source: str, workload: Workload) -> str:
+    names = {n.name for n in ast.parse(source).body if isinstance(n, ast.ClassDef)}
+    policy = workload.static_policy
+    for name in (policy.entry_point, *policy.entry_aliases):
+        if name in names:
+            return name
+    return policy.entry_point
+
+
+def _rows(result: EvaluationResult) -> list[JudgeConfigRow]:
+    rows = []
+    for config in result.configs:
+        ratio = next((r for r in config.ratios if r.other == "baseline"), None)
+        medians = {t.arm: t.median_ns for t in config.timings}
+        errors = [t.max_abs_error for t in config.trials if t.max_abs_error is not None]
+        rows.append(
+            JudgeConfigRow(
+                config_id=config.config_id,
+                correct=config.correct,
+                failed_elements=sum(t.failed_elements for t in config.trials),
+                total_elements=sum(t.total_elements for t in config.trials),
+                max_abs_error=max(errors) if errors else None,
+                speedup=ratio.median if ratio else None,
+                ci_low=ratio.ci_low if ratio else None,
+                ci_high=ratio.ci_high if ratio else None,
+                candidate_median_ns=medians.get("candidate"),
+                baseline_median_ns=medians.get("baseline"),
+                protocol=config.protocol,
+                feasibility=config.feasibility,
+            )
+        )
+    return rows
+
+
+def judge_module(
+    path: Path, workload: Workload, judging: Judging, config_ids: list[str]
+) -> JudgeReport:
+    """Static checks, then correctness, timing against the reference, re-checks."""
+    if not path.is_file():
+        raise JudgeFileError(f"{path} is not a file; pass the module to judge (a .py file)")
+    source = path.read_text(encoding="utf-8")
+    report = check_sources({CANDIDATE_FILE: source}, workload.static_policy, CANDIDATE_FILE)
+    entry = (
+        _entry_point(source, workload)
+        if not report.findings
+        else workload.static_policy.entry_point
+    )
+    base = {
+        "file": str(path),
+        "workload": workload.name,
+        "device": judging.device,
+        "baseline": workload.baseline,
+        "entry_point": entry,
+        "static_findings": report.findings,
+    }
+    if not report.passed:
+        return JudgeReport(
+            **base,
+            verdict="rejected",
+            reason="static_check",
+            message=report.summary(),
+            configs=[],
+            speedup=None,
+            ci_low=None,
+            ci_high=None,
+            tainted=False,
+            taint=[],
+            fingerprint={},
+        )
+    try:
+        peaks, _ = qualify(judging)
+    except NotQualifiedError as exc:
+        return JudgeReport(
+            **base,
+            verdict="rejected",
+            reason="no_run",
+            message=str(exc),
+            configs=[],
+            speedup=None,
+            ci_low=None,
+            ci_high=None,
+            tainted=False,
+            taint=[],
+            fingerprint={},
+        )
+    work = judging.evals_dir
+    module = work / "arms" / "candidate" / CANDIDATE_FILE
+    module.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(path, module)
+    salt = new_salt()
+    request = EvaluationRequest(
+        evaluation_id=f"judge:{secrets.token_hex(4)}",
+        workload=workload.name,
+        device=judging.device,
+        config_ids=config_ids,
+        arms=[
+            ArmSpec(
+                name="candidate", kind=ArmKind.MODULE, module_path=str(module), entry_point=entry
+            ),
+            ArmSpec(name="baseline", kind=ArmKind.REFERENCE),
+        ],
+        trials=correctness_trials(workload.official_trials, salt),
+        recheck_trials=recheck_trials(salt),
+        oracle_config_ids=[c for c in config_ids if c not in judging.runnable_ids],
+        device_peaks=peaks,
+        timing=default_timing(judging.device, "sweep"),
+        seed=secrets.randbelow(2**31),
+        torch_threads=judging.torch_threads,
+    )
+    result = run_evaluation(request, work / "judge", judging.runner)
+    aggregate = result.aggregate("baseline")
+    passed = result.outcome is Outcome.PASSED
+    reason = None if passed else (result.reason.value if result.reason else result.outcome.value)
+    return JudgeReport(
+        **base,
+        verdict="passed" if passed else "rejected",
+        reason=reason,
+        message=result.message.strip()[:4000],
+        configs=_rows(result),
+        speedup=aggregate.median if aggregate else None,
+        ci_low=aggregate.ci_low if aggregate else None,
+        ci_high=aggregate.ci_high if aggregate else None,
+        tainted=result.tainted,
+        taint=result.taint,
+        fingerprint=result.fingerprint,
+    )
+
+
+def resolve_configs(workload: Workload, spec: str | None, device: str) -> list[str]:
+    """'screen' (the device's screening subset), a set name, 'screen:SET' or 'ID,ID'."""
+    default = workload.default_config_set[device]
+    if spec is None:
+        return list(workload.config_set(default).config_ids)
+    if spec == "screen":
+        return list(workload.config_set(default).screening_ids)
+    try:
+        return list(workload.resolve_config_ids(spec))
+    except ValueError as exc:
+        raise JudgeFileError(str(exc)) from exc
+
+
+def temporary_judging(
+    workload: Workload, device: str, runner: RunnerSettings
+) -> tuple[Judging, tempfile.TemporaryDirectory[str]]:
+    """A judging context with its own scratch directory (no run dir, ledger or repository)."""
+    scratch = tempfile.TemporaryDirectory(prefix="ratchet-judge-")
+    oracle_only = workload.oracle_only_ids()
+    judging = Judging(
+        workload=workload,
+        device=device,
+        repo=None,
+        evals_dir=Path(scratch.name),
+        runner=runner,
+        torch_threads=1 if device == "cpu" else None,
+        runnable_ids=tuple(c for c in workload.configs if c not in oracle_only),
+    )
+    return judging, scratch
+
+
+def format_judge_report(report: JudgeReport) -> str:
+    """Human-readable judge report with the per-config table."""
+    head = f"{report.verdict.upper()}: {report.file} on {report.workload}/{report.device}"
+    lines = [head + (f" ({report.reason})" if report.reason else "")]
+    if report.message and not report.passed:
+        lines.append(report.message)
+    lines.append(f"baseline: {report.baseline}")
+    for row in report.configs:
+        speed = f"{row.speedup:.3f}x [{row.ci_low:.3f}, {row.ci_high:.3f}]" if row.speedup else "-"
+        status = "ok" if row.correct else f"FAILED {row.failed_elements}/{row.total_elements}"
+        lines.append(f"  config {row.config_id:>8}: {status:<24} {speed}  {row.protocol}")
+    if report.speedup is not None:
+        lines.append(
+            f"geomean speedup {report.speedup:.3f}x [{report.ci_low:.3f}, {report.ci_high:.3f}]"
+        )
+    if report.tainted:
+        lines.append("TAINTED: " + "; ".join(report.taint))
+    return "\n".join(lines)
