@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import secrets
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import Field
@@ -58,6 +59,14 @@ class NoiseFloorCalibrated(Payload):
     floor: float = Field(description="Floor the promotion rule uses (aggregate).")
 
 
+@dataclass(frozen=True)
+class FloorKey:
+    """Which device a calibration belongs to, and the smallest floor allowed."""
+
+    fingerprint_id: str
+    minimum: float
+
+
 def excursion(ratio: dict[str, float]) -> float:
     """How far an A/A interval reaches from 1 (both directions): what pure noise can show."""
     return max(ratio["ci_high"] - 1.0, 1.0 - ratio["ci_low"], abs(ratio["median"] - 1.0))
@@ -75,6 +84,7 @@ def qualify(
         arms=[ArmSpec(name="candidate", kind=ArmKind.REFERENCE)],
         trials=list(judging.workload.official_trials[:1]),
         mode=EvaluationMode.QUALIFY,
+        torch_threads=judging.torch_threads,
     )
     result = run_evaluation(request, judging.evals_dir / work_name, judging.runner)
     if result.outcome is not Outcome.PASSED or not result.qualification:
@@ -127,9 +137,10 @@ def summarize_aa(
 
 
 def calibrate_noise(
-    judging: Judging, seed_sha: str, config_set: ConfigSet, timing: TimingPlan, minimum: float
+    judging: Judging, seed_sha: str, config_set: ConfigSet, timing: TimingPlan, floor: FloorKey
 ) -> NoiseFloorCalibrated:
-    """Time the seed against a byte-identical copy of itself on every config."""
+    """Time the seed against a byte-identical copy of itself on every config; the result is
+    keyed to the qualified device's fingerprint."""
     work = judging.evals_dir / "calibration"
     arms = []
     for name in ("candidate", "twin"):
@@ -161,5 +172,4 @@ def calibrate_noise(
         raise NotQualifiedError(
             f"the A/A calibration failed ({result.outcome}): {result.message.strip()[:500]}"
         )
-    fingerprint = FingerprintRecord.from_content(dict(result.fingerprint))
-    return summarize_aa(result, fingerprint.fingerprint_id, config_set.name, minimum)
+    return summarize_aa(result, floor.fingerprint_id, config_set.name, floor.minimum)

@@ -25,7 +25,13 @@ from ledger import (
     Record,
     VerifyReport,
 )
-from orchestrator.calibration import DeviceNoRun, NotQualifiedError, calibrate_noise, qualify
+from orchestrator.calibration import (
+    DeviceNoRun,
+    FloorKey,
+    NotQualifiedError,
+    calibrate_noise,
+    qualify,
+)
 from orchestrator.evaluation import Judging
 from orchestrator.events import EventKind, IdeaRegistered, RunStarted
 from orchestrator.export import ExportManifest, checkout_candidate, export_candidate
@@ -266,9 +272,8 @@ def _trust_device(
         reporter.line(f"calibrating the noise floor: the seed against itself on {config_set.name}")
         assert state.seed_sha is not None
         timing = settings.sweep_timing or default_timing(judging.device, "sweep")
-        calibrated = calibrate_noise(
-            judging, state.seed_sha, config_set, timing, settings.noise_floor
-        )
+        key = FloorKey(fingerprint_id=fingerprint_id, minimum=settings.noise_floor)
+        calibrated = calibrate_noise(judging, state.seed_sha, config_set, timing, key)
         ledger.append(calibrated.to_event(EventKind.NOISE_FLOOR))
         classes = ", ".join(f"{k} {v:.2%}" for k, v in calibrated.classes.items())
         reporter.line(f"noise floor {calibrated.floor:.2%} (A/A by class: {classes})")

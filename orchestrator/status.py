@@ -66,6 +66,9 @@ class StatusReport(BaseModel):
     ideas: list[IdeaStatus] = Field(description="Idea arms and their outcomes.")
     messages: list[MessageStatus] = Field(description="Injected messages in order.")
     constraints: list[str] = Field(description="CONSTRAINTs in force.")
+    noise_floor: float | None = Field(description="Calibrated A/A floor the promotions use.")
+    noise_by_class: dict[str, float] = Field(description="A/A excursion per config class.")
+    device_peaks: dict[str, float] = Field(description="Measured by qualification.")
     ledger_entries: int = Field(description="Entries in the hash chain.")
     ledger_head: str = Field(description="Hash of the last entry.")
 
@@ -152,6 +155,15 @@ def build_status(run_dir: Path, ledger: Ledger) -> StatusReport:
             for m in ledger.messages()
         ],
         constraints=state.constraints,
+        noise_floor=state.noise_floor(run.config_set) if run else None,
+        noise_by_class=dict(state.noise_floors.get(run.config_set, {}).get("classes", {}))
+        if run
+        else {},
+        device_peaks={
+            k: float(v)
+            for k, v in (state.qualification or {}).get("report", {}).items()
+            if isinstance(v, int | float)
+        },
         ledger_entries=head_seq,
         ledger_head=head_hash,
     )
@@ -183,5 +195,8 @@ def format_status(report: StatusReport) -> str:
         )
     for m in report.messages:
         lines.append(f"message #{m.seq} {m.kind} by {m.author}: {m.text[:70]}")
+    if report.noise_floor is not None:
+        classes = ", ".join(f"{k} {v:.2%}" for k, v in report.noise_by_class.items())
+        lines.append(f"noise floor {report.noise_floor:.2%} (A/A by config class: {classes})")
     lines.append(f"ledger: {report.ledger_entries} entries, head {report.ledger_head[:16]}")
     return "\n".join(lines)

@@ -137,3 +137,18 @@ def test_export_is_standalone_and_passes_the_gate(run_dir: Path, tmp_path: Path)
     trials = [TrialSpec(seed=s, input_scale=x) for s, x in [(11, 1.0), (12, 4.0)]]
     result = gate_module(out / "submission.py", "softmax", ["s1", "s2", "s3"], trials, tmp_path)
     assert result.outcome is Outcome.PASSED, result.message
+
+
+def test_device_qualified_and_noise_floor_calibrated_once(run_dir: Path) -> None:
+    with Ledger.open_path(run_dir / "ledger.sqlite", create=False) as ledger:
+        qualified = ledger.events("device_qualified")
+        floors = ledger.events("noise_floor")
+        state = derive_state(ledger)
+    assert len(qualified) == 1, "the resumed run reused the qualification of the same device"
+    assert len(floors) == 1
+    floor = float(floors[0].record.payload["floor"])
+    assert floor >= 0.01  # never below the configured minimum
+    report = service.run_status(run_dir)
+    assert report.noise_floor == floor and report.device_peaks["copy_bytes_per_s"] > 0
+    judged = [c for c in state.candidates.values() if c.verdict_stage == "sweep" and c.parent_sha]
+    assert judged and all(c.details["noise_floor"] == floor for c in judged)

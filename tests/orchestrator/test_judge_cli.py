@@ -1,0 +1,63 @@
+"""`ratchet judge FILE.py`: exit 0 and 'passed' for an honest module, 2 and a reason otherwise."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kernels.track3.workload import track3_workload
+from orchestrator import cli
+from tests.harness.cheat_corpus import CHEATS
+
+pytestmark = pytest.mark.slow
+
+
+def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, dict[str, object]]:
+    code = cli.main(argv)
+    out = capsys.readouterr().out
+    return code, json.loads(out) if out.strip().startswith("{") else {}
+
+
+def test_the_seed_candidate_passes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RATCHET_LOCK_DIR", str(tmp_path / "locks"))
+    module = tmp_path / "submission.py"
+    module.write_text(track3_workload().seed_candidate.read_text())
+    code, report = _run(
+        ["judge", str(module), "--device", "cpu", "--configs", "cpu-2,cpu-5", "--json"], capsys
+    )
+    assert code == 0 and report["verdict"] == "passed" and report["reason"] is None
+    rows = report["configs"]
+    assert isinstance(rows, list) and [r["config_id"] for r in rows] == ["cpu-2", "cpu-5"]
+    assert all(r["correct"] and r["speedup"] for r in rows)
+    assert report["entry_point"] == "OptimizedTransformer"
+
+
+def test_a_cheat_is_rejected_with_its_reason(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RATCHET_LOCK_DIR", str(tmp_path / "locks"))
+    cheat = next(c for c in CHEATS if c.name == "mask_ignored")
+    module = tmp_path / "cheat.py"
+    module.write_text(
+        cheat.source().replace("class OptimizedTransformer", "class UserOptimizedTransformer")
+    )
+    code, report = _run(
+        ["judge", str(module), "--device", "cpu", "--configs", "screen", "--json"], capsys
+    )
+    assert code == 2 and report["verdict"] == "rejected" and report["reason"] == "wrong_output"
+    assert report["entry_point"] == "UserOptimizedTransformer"
+
+
+def test_static_rejection_and_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    module = tmp_path / "bad.py"
+    module.write_text("import os\nclass OptimizedTransformer:\n    pass\n")
+    code, report = _run(["judge", str(module), "--device", "cpu", "--json"], capsys)
+    assert code == 2 and report["reason"] == "static_check"
+    assert cli.main(["judge", str(tmp_path / "missing.py"), "--device", "cpu"]) == 2
+    assert "not a file" in capsys.readouterr().err
+    assert cli.main(["judge", str(module), "--device", "cpu", "--configs", "nope"]) == 2
+    assert "unknown configs" in capsys.readouterr().err
