@@ -10,6 +10,8 @@ expanders). With the default tunables the forward pass is the reference, bit for
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -51,6 +53,11 @@ TUNABLE_SPACE = {
         "values": ["erf", "tanh"],
         "doc": "exact erf GELU, or the tanh approximation",
     },
+    "graph_capture": {
+        "values": ["none", "cuda_graph"],
+        "doc": "launch every kernel from Python, or capture the whole forward in a CUDA graph "
+        "per input shape and replay it (CUDA only; removes the per-launch host overhead)",
+    },
 }
 
 # --- ratchet:tunables (the offline expander rewrites this block) ---
@@ -63,6 +70,7 @@ TUNABLES = {
     "padding_mask": "masked_fill",
     "matmul_precision": "fp32",
     "gelu": "erf",
+    "graph_capture": "none",
 }
 # --- end ratchet:tunables ---
 
@@ -75,7 +83,8 @@ def _zero_padded(x: torch.Tensor, mask: torch.Tensor | None, mode: str) -> torch
         return x
     if mode == "multiply":
         return x * mask[..., None].to(x.dtype)
-    if mode == "skip_if_full" and bool(mask.all()):
+    capturing = x.is_cuda and torch.cuda.is_current_stream_capturing()
+    if mode == "skip_if_full" and not capturing and bool(mask.all()):
         return x
     return x.masked_fill(~mask[..., None], 0)
 
@@ -261,6 +270,19 @@ class TransformerBlock(nn.Module):
         return _zero_padded(x, mask, self.tunables["padding_mask"])
 
 
+class _Captured:
+    """A captured forward: the graph and the static tensors it reads and writes."""
+
+    def __init__(
+        self,
+        graph: torch.cuda.CUDAGraph,
+        x: torch.Tensor,
+        mask: torch.Tensor | None,
+        out: torch.Tensor,
+    ) -> None:
+        self.graph, self.x, self.mask, self.out = graph, x, mask, out
+
+
 class OptimizedTransformer(nn.Module):
     """Drop-in for the reference ``Transformer(config)`` with tunable internals."""
 
@@ -282,14 +304,51 @@ class OptimizedTransformer(nn.Module):
             TransformerBlock(d_model, heads, ffn_dim, chosen) for _ in range(num_layers)
         )
         self.final_norm = nn.LayerNorm(d_model, eps=1e-5)
+        self._graphs: dict[tuple[object, ...], _Captured] = {}
+
+    def load_state_dict(self, *args: Any, **kwargs: Any) -> Any:
+        self._graphs.clear()  # captured graphs hold derived weights of the old state
+        return super().load_state_dict(*args, **kwargs)
+
+    def _apply(self, *args: Any, **kwargs: Any) -> Any:
+        self._graphs.clear()  # .to() / .half() move the tensors a graph points at
+        return super()._apply(*args, **kwargs)
+
+    def _eager(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        for layer in self.layers:
+            x = layer(x, mask, self.causal)
+        x = self.final_norm(x)
+        return _zero_padded(x, mask, self.tunables["padding_mask"])
+
+    def _graphed(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        key = (tuple(x.shape), x.dtype, x.device, mask is None)
+        if key not in self._graphs:
+            static_x = x.clone()
+            static_mask = None if mask is None else mask.clone()
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                for _ in range(3):  # warm up caches and kernels outside the capture
+                    self._eager(static_x, static_mask)
+            torch.cuda.current_stream().wait_stream(side)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                static_out = self._eager(static_x, static_mask)
+            self._graphs[key] = _Captured(graph, static_x, static_mask, static_out)
+        captured = self._graphs[key]
+        captured.x.copy_(x)
+        if mask is not None and captured.mask is not None:
+            captured.mask.copy_(mask)
+        captured.graph.replay()
+        return captured.out.clone()  # never hand out the graph's own buffer
 
     def forward(
         self, x: torch.Tensor, valid_token_mask: torch.Tensor | None = None
     ) -> torch.Tensor:
-        for layer in self.layers:
-            x = layer(x, valid_token_mask, self.causal)
-        x = self.final_norm(x)
-        return _zero_padded(x, valid_token_mask, self.tunables["padding_mask"])
+        graphed = self.tunables["graph_capture"] == "cuda_graph"
+        if graphed and x.is_cuda and not torch.is_grad_enabled():
+            return self._graphed(x, valid_token_mask)
+        return self._eager(x, valid_token_mask)
 
 
 UserOptimizedTransformer = OptimizedTransformer
