@@ -57,7 +57,7 @@ def qualify_device(device: str, clock: Callable[[], int]) -> dict[str, Any] | No
     if kind not in SUPPORTED_BACKENDS or (kind == "cuda" and not torch.cuda.is_available()):
         return None
     if kind == "cuda":
-        torch.cuda.set_device(torch.device(device))
+        torch.cuda.set_device(torch.device(device).index or 0)
         fns = CudaFunctions(
             torch.cuda.Event,
             torch.cuda.Event.record,
@@ -70,7 +70,7 @@ def qualify_device(device: str, clock: Callable[[], int]) -> dict[str, Any] | No
     report: dict[str, Any] = {"backend": kind, "timer_resolution_ns": resolution}
     report.update(_measure(device, clock))
     if kind == "cuda":
-        props = torch.cuda.get_device_properties(torch.device(device))
+        props = torch.cuda.get_device_properties(torch.device(device).index or 0)
         report.update(
             name=props.name,
             multiprocessors=props.multi_processor_count,

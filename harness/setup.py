@@ -14,7 +14,7 @@ from harness.timing import CpuTimer, CudaFunctions, CudaTimer
 def _l2_flusher(device: str) -> Callable[[], Any]:
     import torch
 
-    props = torch.cuda.get_device_properties(torch.device(device))
+    props = torch.cuda.get_device_properties(torch.device(device).index or 0)
     l2 = int(getattr(props, "L2_cache_size", 0)) or 64 * 1024 * 1024
     buffer = torch.empty(2 * l2, dtype=torch.uint8, device=device)
     return lambda: buffer.zero_()
@@ -35,7 +35,7 @@ def open_judge(request: EvaluationRequest, clock: Callable[[], int]) -> Judge | 
     timer: Any = CpuTimer(clock)
     flush = None
     if cuda:
-        torch.cuda.set_device(torch.device(request.device))
+        torch.cuda.set_device(torch.device(request.device).index or 0)
         fns = CudaFunctions(
             event=torch.cuda.Event,
             record=torch.cuda.Event.record,
