@@ -91,7 +91,13 @@ def default_timing(device_kind: str, stage: str) -> TimingPlan:
     if device_kind == "cuda":
         if stage == "screen":
             return TimingPlan(warmup_calls=20, target_block_s=0.002, max_rounds=30, budget_s=3.0)
-        return TimingPlan(warmup_calls=20, target_block_s=0.002, max_rounds=60, budget_s=8.0)
+        return TimingPlan(
+            warmup_calls=20,
+            target_block_s=0.002,
+            max_rounds=100,
+            budget_s=8.0,
+            target_half_width=0.01,
+        )
     if stage == "screen":
         return TimingPlan(min_rounds=6, max_rounds=20, budget_s=1.5, target_half_width=0.03)
     return TimingPlan(min_rounds=8, max_rounds=40, budget_s=3.0, target_half_width=0.02)
