@@ -37,6 +37,7 @@ from harness.trials import correctness_trials, recheck_trials  # noqa: E402
 from harness.worker import load_entry  # noqa: E402
 from kernels.registry import resolve_workload  # noqa: E402
 from kernels.track3.configs import CONFIGS  # noqa: E402
+from orchestrator.settings import default_timing  # noqa: E402
 from search import RatioEstimate, classify_change  # noqa: E402
 
 FAST = {
@@ -250,7 +251,6 @@ def main() -> None:
     parser.add_argument("--heavy", default="6")
     parser.add_argument("--reps", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=30)
-    parser.add_argument("--aa-rounds", type=int, default=100)
     parser.add_argument("--out", type=Path, default=ROOT / "docs/results/judge-h200.md")
     parser.add_argument("--json-out", type=Path, default=None)
     parser.add_argument("--skip-cost", action="store_true")
@@ -283,7 +283,9 @@ def main() -> None:
     print(json.dumps(report["qualification"]), flush=True)
     seed = candidate_file(work, "seed_arm", {})
     fast = candidate_file(work, "fast_arm", FAST)
-    aa_plan = plan.model_copy(update={"min_rounds": args.aa_rounds, "max_rounds": args.aa_rounds})
+    # The A/A table uses the judge's own sweep plan: stop once the CI half-width is 1% (CUDA)
+    # or the per-config budget is spent; the rounds it took are part of the result.
+    aa_plan = default_timing(args.device.split(":")[0], "sweep")
     report["aa"] = aa_table(setup, seed, fast, aa_plan)
     # The floor the promotion rule would use: the A/A aggregate excursion, at least 1%.
     calib = make_judge(setup, {"candidate": fast, "twin": fast}, setup.configs, plan)
@@ -337,8 +339,8 @@ def render(report: dict[str, Any], command: str) -> str:
         f"| timer quantum | {q.get('timer_resolution_ns', 0):.0f} ns |",
         f"| launch overhead | {q.get('launch_overhead_s', 0) * 1e6:.2f} us |",
         "",
-        f"## A/A noise (identical code in both arms, {report['aa'][0]['rounds']} rounds; "
-        "CI half-width of the median ratio)",
+        "## A/A noise (identical code in both arms, the judge's sweep plan: stop at a 1% CI "
+        "half-width or 8 s per config)",
         "",
         "| config | code | median ms | A/A ratio [95% CI] | half-width | rounds | protocol |",
         "|---:|---|---:|---|---:|---:|---|",

@@ -35,10 +35,13 @@ def judge_environment(work_dir: Path, code_root: Path) -> dict[str, str]:
     """A cleared environment: only harmless variables, our code on the path, a private home."""
     env = {k: os.environ[k] for k in PASSED_VARIABLES if k in os.environ}
     env.setdefault("PATH", "/usr/bin:/bin")
+    # Our code first; then whatever the parent's path adds (packages installed beside the
+    # interpreter, e.g. wheels unpacked on a GPU host): paths, not secrets.
+    python_path = os.pathsep.join(p for p in (str(code_root), os.environ.get("PYTHONPATH")) if p)
     env.update(
         HOME=str(work_dir),
         TMPDIR=str(work_dir / "tmp"),
-        PYTHONPATH=str(code_root),
+        PYTHONPATH=python_path,
         PYTHONDONTWRITEBYTECODE="1",
         PYTHONHASHSEED="0",
     )

@@ -94,7 +94,7 @@ def default_timing(device_kind: str, stage: str) -> TimingPlan:
         return TimingPlan(
             warmup_calls=20,
             target_block_s=0.002,
-            max_rounds=100,
+            max_rounds=400,
             budget_s=8.0,
             target_half_width=0.01,
         )

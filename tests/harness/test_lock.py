@@ -52,6 +52,7 @@ def test_judge_environment_drops_everything_but_a_whitelist(
 ) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-nope")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "nope")
+    monkeypatch.setenv("PYTHONPATH", "/site")
     env = judge_environment(tmp_path, Path("/code"))
     assert "OPENAI_API_KEY" not in env and "AWS_SECRET_ACCESS_KEY" not in env
-    assert env["HOME"] == str(tmp_path) and env["PYTHONPATH"] == "/code"
+    assert env["HOME"] == str(tmp_path) and env["PYTHONPATH"] == "/code:/site"
