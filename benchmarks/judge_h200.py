@@ -216,7 +216,7 @@ def comparisons(
     return rows
 
 
-def judge_cost(setup: Setup, fast: Path, configs: str) -> dict[str, Any]:
+def judge_cost(setup: Setup, module: Path, configs: str) -> dict[str, Any]:
     """Wall time of the full `ratchet judge` (subprocess, correctness, timing, re-checks)."""
     started = time.perf_counter()
     done = subprocess.run(
@@ -225,7 +225,7 @@ def judge_cost(setup: Setup, fast: Path, configs: str) -> dict[str, Any]:
             "-m",
             "orchestrator.cli",
             "judge",
-            str(fast),
+            str(module),
             "--device",
             setup.device,
             "--configs",
@@ -241,7 +241,7 @@ def judge_cost(setup: Setup, fast: Path, configs: str) -> dict[str, Any]:
         report = json.loads(done.stdout)
     except json.JSONDecodeError:
         report = {"verdict": "error", "reason": done.stderr[-2000:]}
-    return {"configs": configs, "seconds": seconds, "report": report}
+    return {"module": module.stem, "configs": configs, "seconds": seconds, "report": report}
 
 
 def main() -> None:
@@ -254,6 +254,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "docs/results/judge-h200.md")
     parser.add_argument("--json-out", type=Path, default=None)
     parser.add_argument("--skip-cost", action="store_true")
+    parser.add_argument("--only-cost", action="store_true")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="judge-bench-"))
     sys.path.insert(0, str(work))
@@ -286,6 +287,16 @@ def main() -> None:
     # The A/A table uses the judge's own sweep plan: stop once the CI half-width is 1% (CUDA)
     # or the per-config budget is spent; the rounds it took are part of the result.
     aa_plan = default_timing(args.device.split(":")[0], "sweep")
+    if args.only_cost:
+        exact = candidate_file(work, "fast_fp32_arm", {**FAST, "matmul_precision": "fp32"})
+        report["cost"] = [
+            judge_cost(setup, path, configs)
+            for path in (seed, exact, fast)
+            for configs in ("screen", "runnable" if args.device.startswith("cuda") else "cpu")
+        ]
+        args.out.write_text(render_cost(report, " ".join(sys.argv)))
+        print(f"wrote {args.out}")
+        return
     report["aa"] = aa_table(setup, seed, fast, aa_plan)
     # The floor the promotion rule would use: the A/A aggregate excursion, at least 1%.
     calib = make_judge(setup, {"candidate": fast, "twin": fast}, setup.configs, plan)
@@ -377,12 +388,29 @@ def render(report: dict[str, Any], command: str) -> str:
             per = ", ".join(f"{c}: {v[0]:.3f}" for c, v in r["per_config"].items())
             lines.append(f"| {r['rep']} | {_ci(r['aggregate'])} | {r['change']} | {per} |")
         lines.append("")
+    lines += render_cost(report, command).splitlines()[4:]
+    return "\n".join(lines)
+
+
+def render_cost(report: dict[str, Any], command: str) -> str:
+    """The cost section: full `ratchet judge` runs, wall time and per-config rows."""
+    lines = [
+        f"# Cost of the full judge on {report['device']}",
+        "",
+        f"Command: `python {command}`. Arms: seed_arm = the eager seed candidate (reference "
+        "arithmetic); fast_fp32_arm = packed QKV + SDPA + cached mask + CUDA graph in fp32 "
+        "(TF32 matmuls as in the reference); fast_arm = the same with fp16 islands. Wall time "
+        "includes process start, qualification, correctness (9 trials + aliasing per config), "
+        "interleaved timing against the eager reference and re-checks; no compilation is involved.",
+        "",
+    ]
     for cost in report.get("cost", []):
         rep = cost["report"]
         rows = rep.get("configs", [])
         lines += [
-            f"## Cost of `ratchet judge --configs {cost['configs']}`: {cost['seconds']:.1f} s wall "
-            f"(verdict {rep.get('verdict')}, reason {rep.get('reason')})",
+            f"## `ratchet judge {cost.get('module', '')} --configs {cost['configs']}`: "
+            f"{cost['seconds']:.1f} s wall (verdict {rep.get('verdict')}, "
+            f"reason {rep.get('reason')})",
             "",
             "| config | correct | speedup vs eager reference [95% CI] | candidate ms | protocol |",
             "|---:|---|---|---:|---|",

@@ -137,7 +137,9 @@ def test_gpu_cheats_are_rejected(case: Case, tmp_path: Path, runner: RunnerSetti
         evaluation_id=f"corpus:{case.name}",
         workload="track3",
         device="cuda",
-        config_ids=["1", "2"],
+        # A GPU-bound config: hidden work only pays off (and only shows) when the device
+        # time exceeds the launch time.
+        config_ids=["13"],
         arms=[
             ArmSpec(
                 name="candidate",
