@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -260,7 +261,9 @@ class Judge:
                 Outcome.RUNTIME_ERROR, message, RejectReason.RUNTIME_ERROR
             ) from None
         after = take_snapshot(req.device)
-        self.taint += [f"config {result.config_id}: {t}" for t in judge_taint(before, after, set())]
+        ours = {os.getpid(), os.getppid()}  # the judge's own CUDA context is not contention
+        taint = judge_taint(before, after, ours)
+        self.taint += [f"config {result.config_id}: {t}" for t in taint]
         self.environment[result.config_id] = {"before": describe(before), "after": describe(after)}
         result.timings, result.ratios = log.arm_timings(), stats
         result.rounds = len(log.rounds[req.judged_arm])
