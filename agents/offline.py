@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import shutil
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -22,6 +21,7 @@ from agents.mutation import (
     propose_variant,
 )
 from agents.tunables import TunablesError, read_docs, read_space, read_tunables, write_tunables
+from agents.worktree import add_worktree, remove_worktree
 from prompts import render_prompt
 
 AGENT_NAME = "offline"
@@ -147,13 +147,11 @@ class OfflineExpander:
             targets=dict(request.idea.targets) or interpret_idea(request.idea.text, space),
             donors=self._donors(repo, request),
         )
-        worktree = request.worktree_root / request.branch.replace("/", "-")
-        _remove_worktree(repo, worktree)
-        repo.git.worktree("add", "--detach", str(worktree), request.parent_sha)
+        worktree = add_worktree(repo, request.worktree_root, request.branch, request.parent_sha)
         try:
             return self._commit_novel(plan, worktree, started)
         finally:
-            _remove_worktree(repo, worktree)
+            remove_worktree(repo, worktree)
 
     def _donors(self, repo: git.Repo, request: ExpansionRequest) -> list[dict[str, str]]:
         donors = []
@@ -209,13 +207,3 @@ class OfflineExpander:
         return ExpansionResult(
             outcome=outcome, agent=AGENT_NAME, message=message, wall_s=time.monotonic() - started
         )
-
-
-def _remove_worktree(repo: git.Repo, path: Path) -> None:
-    """Remove a (possibly stale) worktree left by an earlier, interrupted expansion."""
-    if path.exists():
-        try:
-            repo.git.worktree("remove", "--force", str(path))
-        except git.GitCommandError:
-            shutil.rmtree(path, ignore_errors=True)
-    repo.git.worktree("prune")

@@ -1,0 +1,1 @@
+"""LLM backends behind one interface: Anthropic Messages, OpenAI Responses, replay."""

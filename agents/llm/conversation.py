@@ -1,0 +1,122 @@
+"""Provider-neutral conversation, tool and usage types shared by every backend."""
+
+from __future__ import annotations
+
+import enum
+from typing import Any, Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class ToolSpec(BaseModel):
+    """A tool the model may call."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str = Field(description="Tool name.")
+    description: str = Field(description="What the tool does and when to use it.")
+    parameters: dict[str, Any] = Field(description="JSON schema of the arguments object.")
+
+
+class ToolCall(BaseModel):
+    """A call the model asked for; `error` is set when its arguments could not be parsed."""
+
+    model_config = ConfigDict(frozen=True)
+
+    call_id: str = Field(description="Provider id used to pair the result with the call.")
+    name: str = Field(description="Tool name as the model wrote it.")
+    arguments: dict[str, Any] = Field(default_factory=dict, description="Parsed arguments.")
+    raw_arguments: str = Field(default="", description="Arguments exactly as received.")
+    error: str | None = Field(default=None, description="Why the arguments are malformed.")
+
+
+class Usage(BaseModel):
+    """Tokens of one call."""
+
+    model_config = ConfigDict(frozen=True)
+
+    input_tokens: int = Field(default=0, ge=0, description="Prompt tokens billed.")
+    output_tokens: int = Field(default=0, ge=0, description="Completion tokens billed.")
+
+
+class AssistantTurn(BaseModel):
+    """The model's answer to one request."""
+
+    model_config = ConfigDict(frozen=True)
+
+    text: str = Field(default="", description="Free text the model wrote.")
+    tool_calls: list[ToolCall] = Field(default_factory=list, description="Tools it called.")
+    stop_reason: str = Field(default="", description="Provider stop reason.")
+    usage: Usage = Field(default_factory=Usage, description="Tokens billed.")
+    model: str = Field(default="", description="Model that answered.")
+
+
+class ToolOutcome(BaseModel):
+    """What a tool returned, sent back to the model."""
+
+    model_config = ConfigDict(frozen=True)
+
+    call_id: str = Field(description="The call it answers.")
+    name: str = Field(description="Tool name.")
+    output: str = Field(description="Text shown to the model.")
+    is_error: bool = Field(default=False, description="The call failed.")
+
+
+class UserText(BaseModel):
+    """A user message."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: Literal["user"] = Field(default="user", description="Discriminator.")
+    text: str = Field(description="The message.")
+
+
+class AssistantItem(BaseModel):
+    """An assistant turn kept in the history."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: Literal["assistant"] = Field(default="assistant", description="Discriminator.")
+    turn: AssistantTurn = Field(description="The turn.")
+
+
+class ToolResults(BaseModel):
+    """Results of the tool calls of the previous assistant turn."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: Literal["tools"] = Field(default="tools", description="Discriminator.")
+    outcomes: list[ToolOutcome] = Field(description="One per call, in order.")
+
+
+class Conversation(BaseModel):
+    """System prompt and history, in the order the provider must see them."""
+
+    system: str = Field(description="System prompt.")
+    items: list[UserText | AssistantItem | ToolResults] = Field(
+        default_factory=list, description="History."
+    )
+
+
+class BackendKind(enum.StrEnum):
+    """Which provider answers."""
+
+    ANTHROPIC = "anthropic"
+    OPENAI = "openai"
+    REPLAY = "replay"
+
+
+class LLMError(RuntimeError):
+    """A provider call failed after the SDK's own retries (rate limit, 5xx, timeout...)."""
+
+
+class LLMBackend(Protocol):
+    """One request in, one assistant turn out."""
+
+    kind: BackendKind
+    model: str
+
+    def respond(
+        self, conversation: Conversation, tools: list[ToolSpec], max_output_tokens: int
+    ) -> AssistantTurn:
+        """Ask the model; raises LLMError when the provider cannot answer."""
