@@ -28,6 +28,12 @@ from search.promotion import (
     decide_verdict,
     screen_filter,
 )
+from search.verification import (
+    VerificationDecision,
+    VerificationEvidence,
+    VerificationVerdict,
+    decide_verification,
+)
 
 __all__ = [
     "Change",
@@ -46,12 +52,16 @@ __all__ = [
     "RatioEstimate",
     "Verdict",
     "VerdictEvidence",
+    "VerificationDecision",
+    "VerificationEvidence",
+    "VerificationVerdict",
     "choose_idea",
     "choose_parent",
     "classify_change",
     "compute_objective",
     "count_clades",
     "decide_verdict",
+    "decide_verification",
     "geometric_mean",
     "posterior_parameters",
     "prior_parameters",
