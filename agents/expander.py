@@ -69,7 +69,9 @@ class ExpansionResult(BaseModel):
 class Expander(Protocol):
     """Parent commit + idea in, commit out (in its own worktree branched from the parent)."""
 
-    name: str
+    @property
+    def name(self) -> str:
+        """Agent name recorded with each candidate."""
 
     def expand(self, request: ExpansionRequest) -> ExpansionResult:
         """Implement the idea on the parent and commit, or say why not."""

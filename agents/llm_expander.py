@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import git
@@ -37,7 +38,7 @@ class LLMExpander:
     """Implements an idea with a model that edits files through the worktree tools."""
 
     session: LLMSession
-    checker: CandidateChecker
+    make_checker: Callable[[list[str]], CandidateChecker]
     workload: Workload
     settings: LLMExpanderSettings
 
@@ -83,7 +84,8 @@ class LLMExpander:
         repo = git.Repo(request.repo_path)
         worktree = add_worktree(repo, request.worktree_root, request.branch, request.parent_sha)
         try:
-            tools = WorktreeTools(worktree, self.checker, set(request.known_trees))
+            checker = self.make_checker(list(request.constraints))
+            tools = WorktreeTools(worktree, checker, set(request.known_trees))
             outcome, message, prompt_hash = self._loop(request, tools)
             if outcome is ExpansionOutcome.COMMITTED and tools.committed:
                 repo.create_head(request.branch, tools.committed)

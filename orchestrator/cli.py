@@ -12,7 +12,7 @@ from orchestrator import service
 from orchestrator.export import ExportError
 from orchestrator.judge_file import format_judge_report
 from orchestrator.messages import MessageKind
-from orchestrator.settings import DeviceChoice, ExpanderKind, Settings, SettingsError, load_settings
+from orchestrator.settings import DeviceChoice, Settings, SettingsError, load_settings
 from orchestrator.status import format_status
 from orchestrator.workspace import WorkspaceError
 
@@ -43,7 +43,9 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--minutes", type=float, default=None, help="wall-clock budget (default 3)")
     run.add_argument("--max-candidates", type=int, default=None, help="stop after N new candidates")
-    run.add_argument("--expander", choices=[e.value for e in ExpanderKind], default=None)
+    run.add_argument(
+        "--expander", default=None, help="offline (default), anthropic, openai or replay:FILE"
+    )
     run.add_argument("--seed", type=int, default=None, help="seed of the search's choices")
 
     inject = sub.add_parser("inject", help="steer a run (works while it is going)")

@@ -23,6 +23,11 @@ class EventKind(enum.StrEnum):
     DEVICE_QUALIFIED = "device_qualified"
     DEVICE_NO_RUN = "device_no_run"
     NOISE_FLOOR = "noise_floor"
+    LLM_CALL = "llm_call"
+    RESEARCH = "research"
+    INSPECTION = "inspection"
+    VERIFICATION = "verification"
+    FRONTIER_DEMOTED = "frontier_demoted"
 
 
 class Stage(enum.StrEnum):
@@ -62,11 +67,56 @@ class IdeaRegistered(Payload):
 
     idea_id: str = Field(description="Stable idea id (the library slug).")
     text: str = Field(description="The idea in words.")
-    source: str = Field(description="'library'.")
+    source: str = Field(description="'library', 'researcher' or 'inspector'.")
     quality: float = Field(description="Rubric score q.")
     uncertainty: float = Field(description="Rubric uncertainty H.")
     targets: dict[str, str | None] = Field(description="Tunable settings the idea asks for.")
     devices: list[str] = Field(description="Device kinds where the idea can matter.")
+
+
+class AgentRun(Payload):
+    """The researcher or the inspector ran (ideas it proposed are idea_registered events)."""
+
+    step: int = Field(description="Next step number when it ran.")
+    last_message_seq: int = Field(description="Newest message it had seen (LITERATURE).")
+    ideas: int = Field(description="Ideas registered.")
+    error: str | None = Field(default=None, description="Why it produced nothing.")
+
+
+class Verification(Payload):
+    """The verifier's attack on a new frontier: a fresh replication with two controls."""
+
+    sha: str = Field(description="The frontier candidate checked.")
+    against: str = Field(description="The frontier it had replaced.")
+    verdict: str = Field(description="confirmed, refuted or inconclusive.")
+    reason: str = Field(description="Why, with the numbers.")
+    replication: dict[str, float] | None = Field(description="Candidate vs previous frontier.")
+    aa_control: dict[str, float] | None = Field(description="Candidate vs identical copy.")
+    positive_control: dict[str, float] | None = Field(description="Candidate vs planted slowdown.")
+    evaluation_outcome: str = Field(description="Judge outcome of the verification run.")
+
+
+class LLMCallEvent(Payload):
+    """One provider call: template hash, model, tokens, cost and wall time."""
+
+    step: int = Field(description="Step it belongs to.")
+    role: str = Field(description="expander, researcher or inspector.")
+    backend: str = Field(description="anthropic, openai or replay.")
+    model: str = Field(description="Model asked.")
+    template_hash: str = Field(description="sha256 of the prompt template.")
+    input_tokens: int = Field(description="Prompt tokens billed.")
+    output_tokens: int = Field(description="Completion tokens billed.")
+    usd: float = Field(description="Cost of the call.")
+    wall_s: float = Field(description="Wall time.")
+    outcome: str = Field(description="'ok' or 'error'.")
+    error: str | None = Field(default=None, description="Provider error after retries.")
+
+
+class FrontierDemoted(Payload):
+    """A frontier whose claim did not replicate; the previous frontier stands again."""
+
+    sha: str = Field(description="The demoted candidate.")
+    reason: str = Field(description="Why.")
 
 
 class StepStarted(Payload):

@@ -8,8 +8,10 @@ from dataclasses import dataclass, field
 import git
 import numpy as np
 
+from agents.llm.session import BudgetExhaustedError
 from agents.offline import interpret_idea
 from agents.tunables import TunablesError, idea_applied, read_space, read_tunables
+from orchestrator.agent_runs import drain_llm_calls, research_due, run_inspector, run_researcher
 from orchestrator.events import EventKind, RunStopped, StepStarted
 from orchestrator.stages import (
     LoopContext,
@@ -20,6 +22,7 @@ from orchestrator.stages import (
     sweep_step,
 )
 from orchestrator.state import SearchState, StepView, derive_state
+from orchestrator.verification import verify_frontier
 from orchestrator.workspace import read_file
 from search import IdeaArm, PriorStrength, Verdict, choose_idea, choose_parent
 
@@ -147,36 +150,66 @@ def _describe_start(state: SearchState, started: StepStarted) -> str:
     return f"step {started.step}: parent {parent}, idea {idea.idea_id} ({how}): {idea.text[:80]}"
 
 
+def _stop_reason(ctx: LoopContext, state: SearchState, started_at: float) -> str | None:
+    """Why no new step may start now, if so."""
+    limit = ctx.settings.max_candidates
+    if limit is not None and _new_candidates(state) >= limit:
+        return f"reached {limit} candidates"
+    if time.monotonic() - started_at >= ctx.settings.minutes * 60:
+        return f"time budget of {ctx.settings.minutes:g} min used"
+    if ctx.llm is not None:
+        return ctx.llm.budget.exhausted()
+    return None
+
+
+def _between_steps(ctx: LoopContext, state: SearchState) -> bool:
+    """Verifier and researcher work due before the next step; True when something ran."""
+    pending = state.pending_verification() if ctx.settings.verify_frontier else None
+    if pending is not None:
+        sha, against = pending
+        verify_frontier(ctx, sha, against, state.next_step)
+        return True
+    if research_due(ctx, state):
+        run_researcher(ctx, state)
+        return True
+    return False
+
+
 def run_loop(ctx: LoopContext, stop: StopSignal) -> RunSummary:
-    """Resume any open step, then start steps until the time or candidate budget ends."""
+    """Resume any open step, then start steps until a time, candidate or LLM budget ends."""
     started_at = time.monotonic()
     steps_done = 0
     state = ensure_seed(ctx, current_state(ctx))
+    if ctx.llm is not None and ctx.settings.inspect_workload and not state.inspected:
+        run_inspector(ctx, state)
+        state = current_state(ctx)
     reason = "budget"
-    while True:
-        if stop.requested:
-            reason = "interrupted"
-            break
-        step = state.open_step
-        if step is None:
-            elapsed = time.monotonic() - started_at
-            limit = ctx.settings.max_candidates
-            if limit is not None and _new_candidates(state) >= limit:
-                reason = f"reached {limit} candidates"
-                break
-            if elapsed >= ctx.settings.minutes * 60:
-                reason = f"time budget of {ctx.settings.minutes:g} min used"
+    try:
+        while not stop.requested:
+            step = state.open_step
+            if step is not None:
+                advance_step(ctx, state, step)
+                drain_llm_calls(ctx, step.started.step)
+                state = current_state(ctx)
+                steps_done += int(state.steps[step.started.step].closed)
+                continue
+            if _between_steps(ctx, state):
+                state = current_state(ctx)
+                continue
+            stop_reason = _stop_reason(ctx, state, started_at)
+            if stop_reason is not None:
+                reason = stop_reason
                 break
             started = choose_step(ctx, state)
             ctx.ledger.append(started.to_event(EventKind.STEP_STARTED))
             ctx.reporter.line(_describe_start(state, started))
-        else:
-            advance_step(ctx, state, step)
             state = current_state(ctx)
-            if state.steps[step.started.step].closed:
-                steps_done += 1
-            continue
-        state = current_state(ctx)
+        else:
+            reason = "interrupted"
+    except BudgetExhaustedError as exc:
+        # The open step stays open: a resumed run with a larger budget finishes it.
+        reason = str(exc)
+        drain_llm_calls(ctx, state.next_step)
     elapsed = time.monotonic() - started_at
     stopped = RunStopped(reason=reason, steps_this_invocation=steps_done, elapsed_s=elapsed)
     ctx.ledger.append(stopped.to_event(EventKind.RUN_STOPPED))

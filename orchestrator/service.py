@@ -11,7 +11,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from types import FrameType
 
+import git
+
 from agents.expander import Expander
+from agents.llm.session import LLMSession
+from agents.llm_expander import LLMExpander, LLMExpanderSettings
 from agents.offline import OfflineExpander
 from harness.runner import RunnerSettings
 from kernels.registry import UnknownWorkloadError, resolve_workload
@@ -32,6 +36,7 @@ from orchestrator.calibration import (
     calibrate_noise,
     qualify,
 )
+from orchestrator.checker import HarnessChecker
 from orchestrator.evaluation import Judging
 from orchestrator.events import EventKind, IdeaRegistered, RunStarted
 from orchestrator.export import ExportManifest, checkout_candidate, export_candidate
@@ -42,9 +47,10 @@ from orchestrator.judge_file import (
     resolve_configs,
     temporary_judging,
 )
+from orchestrator.llm_setup import LLMSetupError, make_backend, make_session, pricing
 from orchestrator.loop import RunSummary, SeedFailedError, StopSignal, run_loop
 from orchestrator.messages import MessageContext, MessageError, parse_message
-from orchestrator.settings import DeviceChoice, ExpanderKind, Settings, default_timing
+from orchestrator.settings import DeviceChoice, Settings, default_timing
 from orchestrator.stages import LoopContext, Reporter
 from orchestrator.state import SearchState, derive_state
 from orchestrator.status import StatusReport, build_status
@@ -95,12 +101,6 @@ def _config_set(workload: Workload, settings: Settings, device: str) -> ConfigSe
         return workload.config_set(name)
     except ValueError as exc:
         raise RatchetError(str(exc)) from exc
-
-
-def _make_expander(settings: Settings) -> Expander:
-    if settings.expander is ExpanderKind.OFFLINE:
-        return OfflineExpander()
-    raise RatchetError(f"expander {settings.expander} is not available")
 
 
 def _open_existing(run_dir: Path) -> Ledger:
@@ -183,35 +183,69 @@ class _Prepared:
     resumed: bool
 
 
-def prepare_run(settings: Settings, reporter: Reporter) -> _Prepared:
-    """Open or create the run dir, record the run's start, wire the loop's context."""
-    workload = _workload(settings.workload)
-    device = resolve_device(settings.device)
-    config_set = _config_set(workload, settings, device)
+def _open_run(
+    settings: Settings, workload: Workload, device: str, config_set: ConfigSet
+) -> tuple[RunPaths, Ledger, git.Repo, bool]:
+    """The run dir's ledger and repository, created (seed committed) on first use."""
     paths = RunPaths(settings.run_dir.resolve())
     _prepare_run_dir(paths)
     ledger = Ledger.open_path(paths.ledger)
     state = derive_state(ledger)
     resumed = state.run is not None
+    records = _start_records(settings, workload, device, config_set, resumed)
     if resumed:
         _check_compatible(state, workload, device, config_set)
-        repo = open_repository(paths)
-    else:
-        repo = init_repository(paths, workload)
-        seed = repo.head.commit
-        seed_record = CandidateRecord(
-            sha=seed.hexsha,
-            tree_sha=seed.tree.hexsha,
-            parent_sha=None,
-            step=0,
-            idea_id=None,
-            agent="seed",
-            message=str(seed.message),
-            prompt_hash=None,
-            cost={},
+        ledger.append_many(records)
+        return paths, ledger, open_repository(paths), True
+    repo = init_repository(paths, workload)
+    seed = repo.head.commit
+    seed_record = CandidateRecord(
+        sha=seed.hexsha,
+        tree_sha=seed.tree.hexsha,
+        parent_sha=None,
+        step=0,
+        idea_id=None,
+        agent="seed",
+        message=str(seed.message),
+        prompt_hash=None,
+        cost={},
+    )
+    ledger.append_many([*records, seed_record])
+    return paths, ledger, repo, False
+
+
+def _make_expander(
+    settings: Settings, judging: Judging, session: LLMSession | None, config_set: ConfigSet
+) -> Expander:
+    if session is None:
+        return OfflineExpander()
+    workload = judging.workload
+    cpu_set = workload.config_set(workload.default_config_set["cpu"])
+
+    def make_checker(constraints: list[str]) -> HarnessChecker:
+        work = judging.evals_dir / "quick-checks"
+        return HarnessChecker(
+            workload, constraints, judging.runner, work, list(cpu_set.screening_ids)
         )
-    records = _start_records(settings, workload, device, config_set, resumed)
-    ledger.append_many(records if resumed else [*records, seed_record])
+
+    llm_settings = LLMExpanderSettings(
+        max_turns=settings.llm_max_turns, max_output_tokens=settings.llm_max_output_tokens
+    )
+    return LLMExpander(session, make_checker, workload, llm_settings)
+
+
+def prepare_run(settings: Settings, reporter: Reporter) -> _Prepared:
+    """Open or create the run dir, record the run's start, wire the loop's context."""
+    workload = _workload(settings.workload)
+    try:
+        backend = make_backend(settings)  # a missing key fails here, before any work
+        if backend is not None:
+            pricing(settings, backend)
+    except LLMSetupError as exc:
+        raise RatchetError(str(exc)) from exc
+    device = resolve_device(settings.device)
+    config_set = _config_set(workload, settings, device)
+    paths, ledger, repo, resumed = _open_run(settings, workload, device, config_set)
     runner = RunnerSettings(
         timeout_s=settings.eval_timeout_s, lock_dir=settings.lock_dir, code_root=CODE_ROOT
     )
@@ -230,10 +264,11 @@ def prepare_run(settings: Settings, reporter: Reporter) -> _Prepared:
     reporter.line(
         f"{what} run in {paths.root}: workload {workload.name}, device {device}, "
         f"configs {config_set.name} ({', '.join(config_set.config_ids)}), "
-        f"expander {settings.expander.value}, budget {settings.minutes:g} min"
+        f"expander {settings.expander}, budget {settings.minutes:g} min"
         + (f" / {settings.max_candidates} candidates" if settings.max_candidates else "")
     )
     judging, floor = _trust_device(ledger, judging, settings, config_set, reporter)
+    session = make_session(settings, backend, ledger, paths.root) if backend else None
     ctx = LoopContext(
         noise_floor=floor,
         settings=settings,
@@ -243,9 +278,10 @@ def prepare_run(settings: Settings, reporter: Reporter) -> _Prepared:
         paths=paths,
         ledger=ledger,
         repo=repo,
-        expander=_make_expander(settings),
+        expander=_make_expander(settings, judging, session, config_set),
         judging=judging,
         reporter=reporter,
+        llm=session,
     )
     return _Prepared(ctx=ctx, resumed=resumed)
 

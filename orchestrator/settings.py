@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
 from harness.models import TimingPlan
 from search import ObjectiveKind
@@ -31,9 +31,26 @@ class DeviceChoice(enum.StrEnum):
 
 
 class ExpanderKind(enum.StrEnum):
-    """Which expander writes candidates."""
+    """Which expander writes candidates ('replay:FILE' replays a recorded LLM transcript)."""
 
     OFFLINE = "offline"
+    ANTHROPIC = "anthropic"
+    OPENAI = "openai"
+    REPLAY = "replay"
+
+    @classmethod
+    def parse(cls, value: str) -> tuple[ExpanderKind, Path | None]:
+        """'offline', 'anthropic', 'openai' or 'replay:FILE'."""
+        kind, _, rest = value.partition(":")
+        try:
+            parsed = cls(kind)
+        except ValueError:
+            raise ValueError(
+                f"unknown expander {value!r}; use offline, anthropic, openai or replay:FILE"
+            ) from None
+        if (parsed is cls.REPLAY) != bool(rest):
+            raise ValueError(f"expander {value!r}: only replay takes a file, as 'replay:FILE'")
+        return parsed, Path(rest) if rest else None
 
 
 class Settings(BaseModel):
@@ -51,7 +68,38 @@ class Settings(BaseModel):
     max_candidates: int | None = Field(
         default=None, gt=0, description="Stop once the ledger holds this many new candidates."
     )
-    expander: ExpanderKind = Field(default=ExpanderKind.OFFLINE, description="Expander to use.")
+    expander: str = Field(
+        default="offline", description="offline, anthropic, openai or replay:FILE."
+    )
+    llm_model: str | None = Field(
+        default=None, description="Model name (default: per provider, see llm_default_model)."
+    )
+    llm_temperature: float | None = Field(default=None, ge=0, description="Sampling temperature.")
+    llm_max_turns: int = Field(default=12, ge=1, description="Expander turns per candidate.")
+    llm_max_output_tokens: int = Field(default=8192, ge=256, description="Per response.")
+    llm_budget_usd: float | None = Field(
+        default=20.0, ge=0, description="Money cap of the run's LLM calls (None: no cap)."
+    )
+    llm_budget_tokens: int | None = Field(default=None, ge=0, description="Token cap.")
+    llm_price_in: float | None = Field(default=None, ge=0, description="USD per Mtok in.")
+    llm_price_out: float | None = Field(default=None, ge=0, description="USD per Mtok out.")
+    llm_max_retries: int = Field(default=3, ge=0, description="SDK retries (with backoff).")
+    llm_timeout_s: float = Field(default=120.0, gt=0, description="Per request.")
+    llm_base_url: str | None = Field(default=None, description="Provider endpoint override.")
+    llm_api_key: SecretStr | None = Field(
+        default=None,
+        exclude=True,  # never written to the ledger with the other settings
+        description="API key (default: ANTHROPIC_API_KEY / OPENAI_API_KEY).",
+    )
+    research_every: int = Field(
+        default=0, ge=0, description="Run the researcher every N steps (0: on LITERATURE only)."
+    )
+    inspect_workload: bool = Field(
+        default=True, description="Ask the workload inspector for ideas when a run starts."
+    )
+    verify_frontier: bool = Field(
+        default=True, description="Replicate every new frontier with A/A and planted controls."
+    )
     seed: int = Field(default=0, description="Seed of the search's random choices.")
     noise_floor: float = Field(
         default=0.01, ge=0, description="Relative change a CI must clear to count as faster."
@@ -79,6 +127,17 @@ class Settings(BaseModel):
     sweep_timing: TimingPlan | None = Field(
         default=None, description="Full-sweep timing plan (default: by device)."
     )
+
+    @field_validator("expander")
+    @classmethod
+    def _known_expander(cls, value: str) -> str:
+        ExpanderKind.parse(value)
+        return value
+
+    @property
+    def expander_kind(self) -> ExpanderKind:
+        """The parsed expander."""
+        return ExpanderKind.parse(self.expander)[0]
 
     @property
     def ledger_path(self) -> Path:

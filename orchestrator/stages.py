@@ -8,6 +8,7 @@ from typing import Protocol
 import git
 
 from agents.expander import Expander, ExpansionOutcome, ExpansionRequest, IdeaBrief
+from agents.llm.session import LLMSession
 from harness.models import EvaluationResult, Outcome, RatioStats
 from harness.static_checks import check_sources, parse_constraint
 from kernels.workload import ConfigSet, Workload
@@ -77,6 +78,7 @@ class LoopContext:
     judging: Judging
     reporter: Reporter
     noise_floor: float
+    llm: LLMSession | None = None
 
     def objective_spec(self, state: SearchState) -> ObjectiveSpec:
         """The configured aggregate with the PRIORITY config weights in force."""

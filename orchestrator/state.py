@@ -107,9 +107,30 @@ class SearchState:
     config_weights: dict[str, float] = field(default_factory=dict)
     redirect: Redirect | None = None
     literature: list[str] = field(default_factory=list)
+    literature_log: list[tuple[int, str]] = field(default_factory=list)
     seed_sha: str | None = None
     qualification: dict[str, Any] | None = None
     noise_floors: dict[str, dict[str, Any]] = field(default_factory=dict)
+    demoted: set[str] = field(default_factory=set)
+    verifications: dict[str, str] = field(default_factory=dict)
+    research_seen_seq: int = 0
+    research_step: int = 0
+    inspected: bool = False
+    latest_message_seq: int = 0
+    llm_usd: float = 0.0
+    llm_calls: int = 0
+
+    def pending_verification(self) -> tuple[str, str] | None:
+        """(frontier, the frontier it replaced) when the current frontier was never verified."""
+        sha = self.frontier_sha
+        if sha is None or sha in self.verifications or sha == self.seed_sha:
+            return None
+        before = self.candidates[sha].details.get("frontier_before")
+        return (sha, str(before)) if before else None
+
+    def literature_since_research(self) -> list[str]:
+        """LITERATURE messages the researcher has not seen."""
+        return [text for seq, text in self.literature_log if seq > self.research_seen_seq]
 
     def noise_floor(self, config_set: str, fingerprint_id: str | None = None) -> float | None:
         """The calibrated floor of a config set (on this fingerprint, when one is given)."""
@@ -190,6 +211,18 @@ def _apply_event(state: SearchState, kind: str, payload: dict[str, Any]) -> None
                 devices=idea.devices,
                 order=len(state.ideas),
             )
+    elif kind == EventKind.FRONTIER_DEMOTED:
+        state.demoted.add(str(payload["sha"]))
+    elif kind == EventKind.VERIFICATION:
+        state.verifications[str(payload["sha"])] = str(payload["verdict"])
+    elif kind == EventKind.RESEARCH:
+        state.research_seen_seq = max(state.research_seen_seq, int(payload["last_message_seq"]))
+        state.research_step = int(payload["step"])
+    elif kind == EventKind.INSPECTION:
+        state.inspected = True
+    elif kind == EventKind.LLM_CALL:
+        state.llm_usd += float(payload.get("usd", 0.0))
+        state.llm_calls += 1
     elif kind == EventKind.DEVICE_QUALIFIED:
         state.qualification = payload
     elif kind == EventKind.NOISE_FLOOR:
@@ -218,6 +251,7 @@ def _apply_event(state: SearchState, kind: str, payload: dict[str, Any]) -> None
 
 def _apply_message(state: SearchState, stored: StoredMessage, human: tuple[float, float]) -> None:
     kind, text, payload = stored.record.kind, stored.record.text, stored.record.payload
+    state.latest_message_seq = stored.seq
     if kind == MessageKind.IDEA:
         idea_id = f"human-{stored.seq}"
         state.ideas[idea_id] = IdeaView(
@@ -240,6 +274,7 @@ def _apply_message(state: SearchState, stored: StoredMessage, human: tuple[float
         state.config_weights.update({k: float(v) for k, v in payload.get("configs", {}).items()})
     elif kind == MessageKind.LITERATURE:
         state.literature.append(text)
+        state.literature_log.append((stored.seq, text))
     elif kind == MessageKind.REDIRECT:
         if payload.get("reset"):
             state.redirect = None
@@ -290,7 +325,9 @@ def _apply_candidates(state: SearchState, ledger: Ledger) -> None:
         cand.details = verdict.details
         if cand.step in state.steps:
             state.steps[cand.step].verdict = cand.verdict
-        if cand.verdict is Verdict.PROMOTED:
+        if cand.sha in state.demoted:
+            cand.success = False  # its claim did not replicate
+        elif cand.verdict is Verdict.PROMOTED:
             state.frontier_sha = cand.sha
         idea = state.ideas.get(cand.idea_id or "")
         if idea is not None and cand.parent_sha is not None:

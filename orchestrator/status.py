@@ -69,6 +69,10 @@ class StatusReport(BaseModel):
     noise_floor: float | None = Field(description="Calibrated A/A floor the promotions use.")
     noise_by_class: dict[str, float] = Field(description="A/A excursion per config class.")
     device_peaks: dict[str, float] = Field(description="Measured by qualification.")
+    llm_calls: int = Field(description="LLM calls recorded (all agents).")
+    llm_usd: float = Field(description="What they cost.")
+    verifications: dict[str, str] = Field(description="Verifier verdict per frontier sha.")
+    demoted: list[str] = Field(description="Frontiers whose claim did not replicate.")
     ledger_entries: int = Field(description="Entries in the hash chain.")
     ledger_head: str = Field(description="Hash of the last entry.")
 
@@ -164,6 +168,10 @@ def build_status(run_dir: Path, ledger: Ledger) -> StatusReport:
             for k, v in (state.qualification or {}).get("report", {}).items()
             if isinstance(v, int | float)
         },
+        llm_calls=state.llm_calls,
+        llm_usd=state.llm_usd,
+        verifications=state.verifications,
+        demoted=sorted(state.demoted),
         ledger_entries=head_seq,
         ledger_head=head_hash,
     )
@@ -195,6 +203,10 @@ def format_status(report: StatusReport) -> str:
         )
     for m in report.messages:
         lines.append(f"message #{m.seq} {m.kind} by {m.author}: {m.text[:70]}")
+    if report.llm_calls:
+        lines.append(f"LLM: {report.llm_calls} calls, ${report.llm_usd:.2f}")
+    for sha, verdict in report.verifications.items():
+        lines.append(f"verifier: {sha[:10]} {verdict}")
     if report.noise_floor is not None:
         classes = ", ".join(f"{k} {v:.2%}" for k, v in report.noise_by_class.items())
         lines.append(f"noise floor {report.noise_floor:.2%} (A/A by config class: {classes})")

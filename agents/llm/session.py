@@ -17,8 +17,9 @@ from agents.llm.conversation import (
     ToolSpec,
 )
 
-# USD per million tokens (input, output). A model not listed needs explicit prices in the
-# settings, so a money budget can never be silently unenforced.
+# USD per million tokens (input, output), by model-name prefix: the last list prices we knew of,
+# used only to enforce the money budget. Set llm_price_in / llm_price_out for exact figures; a
+# model matching no prefix needs them, so a money budget is never silently unenforced.
 DEFAULT_PRICES: dict[str, tuple[float, float]] = {
     "claude-opus": (15.0, 75.0),
     "claude-sonnet": (3.0, 15.0),

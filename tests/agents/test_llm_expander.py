@@ -62,7 +62,8 @@ def expand(
     session = LLMSession(
         backend, pricing_for(backend.model.replace("-fake", "")), Budget(), transcript
     )
-    expander = LLMExpander(session, checker, WORKLOAD, LLMExpanderSettings(max_turns=max_turns))
+    settings = LLMExpanderSettings(max_turns=max_turns)
+    expander = LLMExpander(session, lambda constraints: checker, WORKLOAD, settings)
     request = ExpansionRequest(
         repo_path=tmp_path / "repo",
         worktree_root=tmp_path / "worktrees",
