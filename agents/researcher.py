@@ -23,6 +23,7 @@ def research(
     workload: Workload,
     literature: list[str],
     outcomes: list[IdeaOutcome],
+    notes: str = "",
     max_ideas: int = 5,
 ) -> list[ScoredIdea]:
     """Scored proposals (q, H) for the idea sampler; raises LLMError when the model fails."""
@@ -32,6 +33,7 @@ def research(
             "workload_name": workload.name,
             "workload_description": workload.description,
             "literature": "\n".join(f"- {item}" for item in literature) or "- (none)",
+            "notes": notes.strip() or "(none)",
             "outcomes": "\n".join(f"- {o.text} ({o.trials} / {o.successes})" for o in outcomes)
             or "- (none yet)",
             "max_ideas": str(max_ideas),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import git
+
 from agents.inspector import inspect_workload
 from agents.llm.conversation import LLMError
 from agents.proposals import ScoredIdea
@@ -39,6 +41,22 @@ def _register(prefix: str, source: str, ideas: list[ScoredIdea]) -> list[Record]
     ]
 
 
+MAX_NOTES = 8000
+
+
+def repository_notes(ctx: LoopContext, sha: str | None) -> str:
+    """The markdown and text notes of the frontier's tree (an LLM expander may keep some)."""
+    if sha is None:
+        return ""
+    tree = ctx.repo.commit(sha).tree
+    notes = [
+        f"## {blob.path}\n{blob.data_stream.read().decode('utf-8', errors='replace')}"
+        for blob in tree.traverse()
+        if isinstance(blob, git.Blob) and str(blob.path).endswith((".md", ".txt"))
+    ]
+    return "\n\n".join(notes)[:MAX_NOTES]
+
+
 def research_due(ctx: LoopContext, state: SearchState) -> bool:
     """New LITERATURE arrived, or the periodic researcher is due."""
     if ctx.llm is None:
@@ -59,7 +77,8 @@ def run_researcher(ctx: LoopContext, state: SearchState) -> None:
     ideas: list[ScoredIdea] = []
     error = None
     try:
-        ideas = research(ctx.llm, ctx.workload, state.literature, outcomes)
+        notes = repository_notes(ctx, state.frontier_sha)
+        ideas = research(ctx.llm, ctx.workload, state.literature, outcomes, notes)
     except (LLMError, ValueError) as exc:
         error = str(exc)
     prefix = f"researcher-{state.latest_message_seq}-{state.next_step}"

@@ -25,6 +25,7 @@ class FakeClaude:
     def __init__(self) -> None:
         self.roles: list[str] = []
         self.variant = 0
+        self.research_prompts: list[str] = []
 
     def __call__(self, request: httpx2.Request) -> httpx2.Response:
         body = json.loads(request.content)
@@ -35,6 +36,7 @@ class FakeClaude:
             return anthropic_reply(0, [{"type": "text", "text": text}], "end_turn")
         if "You are the researcher" in system:
             self.roles.append("researcher")
+            self.research_prompts.append(system)
             text = proposals_json(["Exponentiate once and reuse it for the sum (from the paper)"])
             return anthropic_reply(0, [{"type": "text", "text": text}], "end_turn")
         self.roles.append("expander")
@@ -51,8 +53,21 @@ class FakeClaude:
         ]
         if turn == 0:
             name, args = "read_file", {"path": "candidate.py"}
-        elif turn == 1:
-            name, args = "write_file", {"path": "candidate.py", "content": self._edit(results[-1])}
+        elif turn == 1:  # a multi-file edit: the code and a notes file, in one turn
+            edits = [
+                ("candidate.py", self._edit(results[-1])),
+                ("NOTES.md", f"Tried edit {self.variant} on this lineage; keep the fp32 softmax."),
+            ]
+            blocks = [
+                {
+                    "type": "tool_use",
+                    "id": f"toolu_1_{i}",
+                    "name": "write_file",
+                    "input": {"path": path, "content": content},
+                }
+                for i, (path, content) in enumerate(edits)
+            ]
+            return anthropic_reply(turn, blocks, "tool_use")
         elif turn == 2:
             name, args = "run_checks", {}
         else:
@@ -86,6 +101,7 @@ def test_an_llm_run_uses_every_agent(tmp_path: Path, monkeypatch: pytest.MonkeyP
         second = first.model_copy(update={"max_candidates": 2})
         service.run_search(second, ListReporter())
     assert fake.roles[0] == "inspector" and "researcher" in fake.roles
+    assert "keep the fp32 softmax" in fake.research_prompts[0], "repo notes reach the researcher"
     assert fake.roles.count("inspector") == 1, "the inspector runs once per run dir"
     report = service.run_status(run_dir)
     sources = {i.source for i in report.ideas}
