@@ -29,10 +29,17 @@ class RunnerSettings(BaseModel):
     lock_dir: Path = Field(description="Directory of the per-device lock files.")
     lock_timeout_s: float = Field(default=3600.0, gt=0, description="Wait for the device lock.")
     code_root: Path = Field(description="Directory holding the harness and kernels packages.")
+    compile_cache_dir: Path | None = Field(
+        default=None,
+        description="Triton/TorchInductor cache shared across judges (None: private per judge).",
+    )
 
 
-def judge_environment(work_dir: Path, code_root: Path) -> dict[str, str]:
-    """A cleared environment: only harmless variables, our code on the path, a private home."""
+def judge_environment(
+    work_dir: Path, code_root: Path, compile_cache: Path | None = None
+) -> dict[str, str]:
+    """A cleared environment: only harmless variables, our code on the path, a private home,
+    and (when given) the shared compile caches."""
     env = {k: os.environ[k] for k in PASSED_VARIABLES if k in os.environ}
     env.setdefault("PATH", "/usr/bin:/bin")
     # Our code first; then whatever the parent's path adds (packages installed beside the
@@ -45,6 +52,13 @@ def judge_environment(work_dir: Path, code_root: Path) -> dict[str, str]:
         PYTHONDONTWRITEBYTECODE="1",
         PYTHONHASHSEED="0",
     )
+    if compile_cache is not None:
+        # Both caches key entries by source and compile options, so a candidate whose kernels
+        # did not change reuses the binaries an earlier judge built (seconds per kernel).
+        env.update(
+            TRITON_CACHE_DIR=str(compile_cache / "triton"),
+            TORCHINDUCTOR_CACHE_DIR=str(compile_cache / "inductor"),
+        )
     return env
 
 
@@ -119,7 +133,7 @@ def run_evaluation(
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 cwd=work_dir,
-                env=judge_environment(work_dir, settings.code_root),
+                env=judge_environment(work_dir, settings.code_root, settings.compile_cache_dir),
                 start_new_session=True,
                 pass_fds=(lock.fd,),
             )

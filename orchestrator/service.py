@@ -247,7 +247,10 @@ def prepare_run(settings: Settings, reporter: Reporter) -> _Prepared:
     config_set = _config_set(workload, settings, device)
     paths, ledger, repo, resumed = _open_run(settings, workload, device, config_set)
     runner = RunnerSettings(
-        timeout_s=settings.eval_timeout_s, lock_dir=settings.lock_dir, code_root=CODE_ROOT
+        timeout_s=settings.eval_timeout_s,
+        lock_dir=settings.lock_dir,
+        code_root=CODE_ROOT,
+        compile_cache_dir=settings.compile_cache_dir,
     )
     judging = Judging(
         workload=workload,
@@ -423,7 +426,10 @@ def judge_file(path: Path, settings: Settings, configs: str | None) -> JudgeRepo
     except JudgeFileError as exc:
         raise RatchetError(str(exc)) from exc
     runner = RunnerSettings(
-        timeout_s=settings.eval_timeout_s, lock_dir=settings.lock_dir, code_root=CODE_ROOT
+        timeout_s=settings.eval_timeout_s,
+        lock_dir=settings.lock_dir,
+        code_root=CODE_ROOT,
+        compile_cache_dir=settings.compile_cache_dir,
     )
     judging, scratch = temporary_judging(workload, device, runner)
     with scratch:

@@ -118,6 +118,12 @@ class Settings(BaseModel):
     lock_dir: Path = Field(
         default=Path("/tmp/ratchet-locks"), description="Machine-wide per-device lock files."
     )
+    compile_cache_dir: Path | None = Field(
+        default=Path("/tmp/ratchet-compile-cache"),
+        description="Triton and TorchInductor caches shared by every judge on this machine "
+        "(content-addressed: unchanged code is not recompiled); unset it to compile afresh "
+        "in each judge's private home.",
+    )
     torch_threads: int | None = Field(
         default=None, gt=0, description="Judge intra-op threads (default: 1 on CPU)."
     )

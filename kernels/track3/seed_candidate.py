@@ -53,6 +53,21 @@ TUNABLE_SPACE = {
         "values": ["erf", "tanh"],
         "doc": "exact erf GELU, or the tanh approximation",
     },
+    "fused_kernel": {
+        "values": ["none", "triton"],
+        "doc": "torch operators per layer, or (CUDA, narrow models) one fused Triton kernel per "
+        "layer: LayerNorms, projections, causal online-softmax attention, out_proj, exact-GELU "
+        "FFN and residuals in registers, K/V of the next layer written by the same kernel",
+    },
+    "fused_rows": {
+        "values": ["auto", "16", "32", "64", "128"],
+        "doc": "query rows per program of the fused kernels: auto picks the most the registers "
+        "allow, fewer when the grid would leave SMs idle",
+    },
+    "fused_warps": {
+        "values": ["auto", "4", "8"],
+        "doc": "warps per program of the fused kernels (auto: 4 up to width 64, else 8)",
+    },
     "graph_capture": {
         "values": ["none", "cuda_graph"],
         "doc": "launch every kernel from Python, or capture the whole forward in a CUDA graph "
@@ -70,6 +85,9 @@ TUNABLES = {
     "padding_mask": "masked_fill",
     "matmul_precision": "fp32",
     "gelu": "erf",
+    "fused_kernel": "none",
+    "fused_rows": "auto",
+    "fused_warps": "auto",
     "graph_capture": "none",
 }
 # --- end ratchet:tunables ---
@@ -94,9 +112,9 @@ class _Cache:
 
     def __init__(self) -> None:
         self.key: tuple[object, ...] | None = None
-        self.value: dict[str, torch.Tensor] = {}
+        self.value: Any = None
 
-    def get(self, key: tuple[object, ...], build: object) -> dict[str, torch.Tensor]:
+    def get(self, key: tuple[object, ...], build: object) -> Any:
         if key != self.key:
             self.value = build()  # type: ignore[operator]
             self.key = key
@@ -270,6 +288,361 @@ class TransformerBlock(nn.Module):
         return _zero_padded(x, mask, self.tunables["padding_mask"])
 
 
+# --- fused Triton path: one kernel per layer, each program owning a block of query rows ---
+try:
+    import triton
+    import triton.language as tl
+
+    _HAVE_TRITON = True
+except ImportError:  # CPU-only installs: the torch path serves every shape
+    _HAVE_TRITON = False
+
+# The fused kernels keep [block rows x width] fp32 tiles in registers: wider models take the
+# GEMM-library path.
+_MAX_FUSED_WIDTH = 256
+_MAX_FUSED_HEAD = 128
+
+if _HAVE_TRITON:
+
+    @triton.jit
+    def _layer_norm(x, w_ptr, b_ptr, cols, D: tl.constexpr, eps):
+        """Row LayerNorm of an fp32 tile whose columns >= D are zero."""
+        live = cols < D
+        mean = tl.sum(x, axis=1) / D
+        centred = tl.where(live[None, :], x - mean[:, None], 0.0)
+        var = tl.sum(centred * centred, axis=1) / D
+        w = tl.load(w_ptr + cols, mask=live, other=0.0)
+        b = tl.load(b_ptr + cols, mask=live, other=0.0)
+        return centred * (1.0 / tl.sqrt(var + eps))[:, None] * w[None, :] + b[None, :]
+
+    @triton.jit
+    def _head_projection(
+        h,
+        w_ptr,
+        b_ptr,
+        row0,
+        D: tl.constexpr,
+        DH: tl.constexpr,
+        D_PAD: tl.constexpr,
+        DH_PAD: tl.constexpr,
+    ):
+        """h @ W[row0:row0+DH]^T + b[row0:row0+DH] in fp32; columns >= DH are exactly 0."""
+        ks = tl.arange(0, D_PAD)
+        ns = tl.arange(0, DH_PAD)
+        live = (ks[:, None] < D) & (ns[None, :] < DH)
+        wt = tl.load(w_ptr + (row0 + ns[None, :]) * D + ks[:, None], mask=live, other=0.0)
+        bias = tl.load(b_ptr + row0 + ns, mask=ns < DH, other=0.0)
+        return tl.dot(h, wt) + bias[None, :]
+
+    @triton.jit
+    def _store_kv(
+        h,
+        mat,
+        vec,
+        kv_ptr,
+        rows,
+        S,
+        D: tl.constexpr,
+        H: tl.constexpr,
+        DH: tl.constexpr,
+        D_PAD: tl.constexpr,
+        DH_PAD: tl.constexpr,
+    ):
+        """K and V of these rows for every head into kv[head, 0|1, row, :DH_PAD]."""
+        ds = tl.arange(0, DH_PAD)
+        live = (rows < S)[:, None]
+        for head in tl.static_range(H):  # unrolled: every head's weight loads issue early
+            k = _head_projection(h, mat, vec + 2 * D, D + head * DH, D, DH, D_PAD, DH_PAD)
+            v = _head_projection(h, mat, vec + 2 * D, 2 * D + head * DH, D, DH, D_PAD, DH_PAD)
+            at = kv_ptr + head * 2 * S * DH_PAD + rows[:, None] * DH_PAD + ds[None, :]
+            tl.store(at, k.to(kv_ptr.dtype.element_ty), mask=live)
+            tl.store(at + S * DH_PAD, v.to(kv_ptr.dtype.element_ty), mask=live)
+
+    @triton.jit
+    def _kv_kernel(
+        x_ptr,
+        kv_ptr,
+        vec,
+        mat,
+        S,
+        eps,
+        D: tl.constexpr,
+        H: tl.constexpr,
+        DH: tl.constexpr,
+        D_PAD: tl.constexpr,
+        DH_PAD: tl.constexpr,
+        BM: tl.constexpr,
+    ):
+        """The first layer's K and V (later layers' come out of the previous layer's kernel)."""
+        seq = tl.program_id(1).to(tl.int64)
+        rows = tl.program_id(0) * BM + tl.arange(0, BM)
+        cols = tl.arange(0, D_PAD)
+        live = (rows[:, None] < S) & (cols[None, :] < D)
+        x = tl.load(x_ptr + seq * S * D + rows[:, None] * D + cols[None, :], mask=live, other=0.0)
+        h = _layer_norm(x, vec, vec + D, cols, D, eps).to(mat.dtype.element_ty)
+        kv = kv_ptr + seq * H * 2 * S * DH_PAD
+        _store_kv(h, mat, vec, kv, rows, S, D, H, DH, D_PAD, DH_PAD)
+
+    @triton.jit
+    def _attention_rows(
+        h,
+        kv_ptr,
+        mat,
+        vec,
+        rows,
+        m0,
+        S,
+        scale,
+        D: tl.constexpr,
+        H: tl.constexpr,
+        DH: tl.constexpr,
+        D_PAD: tl.constexpr,
+        DH_PAD: tl.constexpr,
+        BM: tl.constexpr,
+        BN: tl.constexpr,
+    ):
+        """Causal attention of these query rows over the stored K/V, through out_proj without
+        its bias: the sum over heads of softmax(q k^T * scale) v W_o[:, head]^T, in fp32.
+
+        Right padding needs no key mask: a valid query i sees keys j <= i, all valid."""
+        acc = tl.zeros((BM, D_PAD), dtype=tl.float32)
+        ds = tl.arange(0, DH_PAD)
+        cols = tl.arange(0, D_PAD)
+        for head in tl.static_range(H):  # unrolled: every head's weight loads issue early
+            q = _head_projection(h, mat, vec + 2 * D, head * DH, D, DH, D_PAD, DH_PAD)
+            q = q.to(mat.dtype.element_ty)
+            k_at = kv_ptr + head * 2 * S * DH_PAD
+            m_i = tl.full((BM,), float("-inf"), dtype=tl.float32)
+            l_i = tl.zeros((BM,), dtype=tl.float32)
+            ctx = tl.zeros((BM, DH_PAD), dtype=tl.float32)
+            for n0 in range(0, m0 + BM, BN):  # causal: no key beyond the block's last row
+                keys = n0 + tl.arange(0, BN)
+                kmask = (keys < S)[:, None]
+                k = tl.load(k_at + keys[:, None] * DH_PAD + ds[None, :], mask=kmask, other=0.0)
+                v = tl.load(
+                    k_at + S * DH_PAD + keys[:, None] * DH_PAD + ds[None, :],
+                    mask=kmask,
+                    other=0.0,
+                )
+                s = tl.dot(q, tl.trans(k)) * scale
+                s = tl.where(
+                    (keys[None, :] <= rows[:, None]) & (keys[None, :] < S), s, -float("inf")
+                )
+                m_new = tl.maximum(m_i, tl.max(s, axis=1))
+                p = tl.exp(s - m_new[:, None])
+                alpha = tl.exp(m_i - m_new)
+                l_i = l_i * alpha + tl.sum(p, axis=1)
+                ctx = ctx * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+                m_i = m_new
+            ctx = (ctx / l_i[:, None]).to(mat.dtype.element_ty)
+            live = (ds[:, None] < DH) & (cols[None, :] < D)
+            wo = mat + 3 * D * D
+            wt = tl.load(wo + cols[None, :] * D + head * DH + ds[:, None], mask=live, other=0.0)
+            acc += tl.dot(ctx, wt)
+        return acc
+
+    @triton.jit
+    def _ffn_rows(
+        h,
+        mat,
+        vec,
+        D: tl.constexpr,
+        F: tl.constexpr,
+        D_PAD: tl.constexpr,
+        BM: tl.constexpr,
+        BF: tl.constexpr,
+    ):
+        """gelu(h W1^T + b1) W2^T without W2's bias; the pre-GELU values stay fp32."""
+        acc = tl.zeros((BM, D_PAD), dtype=tl.float32)
+        ks = tl.arange(0, D_PAD)
+        w1 = mat + 4 * D * D
+        w2 = w1 + F * D
+        for f0 in tl.static_range(0, F, BF):
+            fs = f0 + tl.arange(0, BF)
+            live = (ks[:, None] < D) & (fs[None, :] < F)
+            wt = tl.load(w1 + fs[None, :] * D + ks[:, None], mask=live, other=0.0)
+            bias = tl.load(vec + 8 * D + fs, mask=fs < F, other=0.0)
+            t = tl.dot(h, wt) + bias[None, :]
+            t = 0.5 * t * (1.0 + tl.math.erf(t * 0.7071067811865476))
+            live2 = (fs[:, None] < F) & (ks[None, :] < D)
+            w2t = tl.load(w2 + ks[None, :] * F + fs[:, None], mask=live2, other=0.0)
+            acc += tl.dot(t.to(mat.dtype.element_ty), w2t)
+        return acc
+
+    @triton.jit
+    def _layer_kernel(
+        src,
+        dst,
+        mask_ptr,
+        kv_in,
+        kv_out,
+        vec,
+        mat,
+        next_vec,
+        next_mat,
+        S,
+        scale,
+        eps,
+        D: tl.constexpr,
+        F: tl.constexpr,
+        H: tl.constexpr,
+        DH: tl.constexpr,
+        D_PAD: tl.constexpr,
+        DH_PAD: tl.constexpr,
+        BM: tl.constexpr,
+        BN: tl.constexpr,
+        BF: tl.constexpr,
+        HAS_MASK: tl.constexpr,
+        LAST: tl.constexpr,
+    ):
+        """One pre-LN block for BM rows of one sequence, then either the next layer's K/V of
+        these rows or (after the last layer) the final LayerNorm.
+
+        ``vec`` is the layer's fp32 vector pack [ln1 w, ln1 b, b_qkv, b_o, ln2 w, ln2 b, b1, b2]
+        and ``mat`` its weight pack [W_qkv, W_o, W1, W2] in the compute dtype."""
+        seq = tl.program_id(1).to(tl.int64)
+        m0 = tl.program_id(0) * BM
+        rows = m0 + tl.arange(0, BM)
+        cols = tl.arange(0, D_PAD)
+        live = (rows[:, None] < S) & (cols[None, :] < D)
+        at = seq * S * D + rows[:, None] * D + cols[None, :]
+        x = tl.load(src + at, mask=live, other=0.0)
+        # Without a mask every row is valid: the load is masked off and yields the 1s.
+        valid = tl.load(mask_ptr + seq * S + rows, mask=(rows < S) & HAS_MASK, other=1) != 0
+        h = _layer_norm(x, vec, vec + D, cols, D, eps).to(mat.dtype.element_ty)
+        kv = kv_in + seq * H * 2 * S * DH_PAD
+        attn = _attention_rows(h, kv, mat, vec, rows, m0, S, scale, D, H, DH, D_PAD, DH_PAD, BM, BN)
+        b_o = tl.load(vec + 5 * D + cols, mask=cols < D, other=0.0)
+        x = x + tl.where(valid[:, None], attn + b_o[None, :], 0.0)
+        h = _layer_norm(x, vec + 6 * D, vec + 7 * D, cols, D, eps).to(mat.dtype.element_ty)
+        ffn = _ffn_rows(h, mat, vec, D, F, D_PAD, BM, BF)
+        b_2 = tl.load(vec + 8 * D + F + cols, mask=cols < D, other=0.0)
+        x = tl.where(valid[:, None], x + (ffn + b_2[None, :]), 0.0)
+        if LAST:
+            x = tl.where(valid[:, None], _layer_norm(x, next_vec, next_vec + D, cols, D, eps), 0.0)
+        else:
+            h = _layer_norm(x, next_vec, next_vec + D, cols, D, eps).to(mat.dtype.element_ty)
+            nkv = kv_out + seq * H * 2 * S * DH_PAD
+            _store_kv(h, next_mat, next_vec, nkv, rows, S, D, H, DH, D_PAD, DH_PAD)
+        tl.store(dst + at, x, mask=live)
+
+
+def _next_pow2(n: int) -> int:
+    return 1 << max(n - 1, 0).bit_length()
+
+
+def _fused_packs(model: Any, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-layer parameter packs for the fused kernels: fp32 vectors [L+1, 9D+F] (the last row
+    holds the final LayerNorm) and weights [L, 4D^2+2DF] in the compute dtype."""
+    vecs, mats = [], []
+    with torch.no_grad():
+        for layer in model.layers:
+            att = layer.attention
+            vecs.append(
+                torch.cat(
+                    [
+                        layer.norm1.weight,
+                        layer.norm1.bias,
+                        att.q_proj.bias,
+                        att.k_proj.bias,
+                        att.v_proj.bias,
+                        att.out_proj.bias,
+                        layer.norm2.weight,
+                        layer.norm2.bias,
+                        layer.ffn_in.bias,
+                        layer.ffn_out.bias,
+                    ]
+                ).float()
+            )
+            weights = [att.q_proj.weight, att.k_proj.weight, att.v_proj.weight]
+            weights += [att.out_proj.weight, layer.ffn_in.weight, layer.ffn_out.weight]
+            mats.append(torch.cat([w.reshape(-1) for w in weights]).to(dtype))
+        final = torch.cat([model.final_norm.weight, model.final_norm.bias]).float()
+        vecs.append(torch.cat([final, final.new_zeros(vecs[0].numel() - final.numel())]))
+    return torch.stack(vecs).contiguous(), torch.stack(mats).contiguous()
+
+
+def _fused_block_rows(batch: int, seq: int, width_pad: int, device: torch.device) -> int:
+    """Rows per program: as many as the registers allow, fewer when that would leave SMs idle."""
+    sms = (
+        torch.cuda.get_device_properties(device).multi_processor_count
+        if device.type == "cuda"
+        else 1
+    )
+    rows = min(64 if width_pad <= 128 else 32, max(16, _next_pow2(seq)))
+    while rows > 16 and batch * -(-seq // rows) < sms:
+        rows //= 2
+    return rows
+
+
+def _fused_forward(
+    model: Any, packs: tuple[torch.Tensor, torch.Tensor], x: torch.Tensor, mask: torch.Tensor | None
+) -> torch.Tensor:
+    """The whole forward as L+1 Triton launches (first K/V, then one per layer)."""
+    vec, mat = packs
+    batch, seq, width = x.shape
+    first = model.layers[0]
+    heads, ffn = first.attention.num_heads, first.ffn_in.out_features
+    head_dim = width // heads
+    width_pad, head_pad = max(16, _next_pow2(width)), max(16, _next_pow2(head_dim))
+    x = x.contiguous()
+    out = torch.empty_like(x)
+    kv = torch.empty((2, batch, heads, 2, seq, head_pad), device=x.device, dtype=mat.dtype)
+    chosen_rows, chosen_warps = model.tunables["fused_rows"], model.tunables["fused_warps"]
+    rows = _fused_block_rows(batch, seq, width_pad, x.device)
+    rows = rows if chosen_rows == "auto" else int(chosen_rows)
+    grid = (-(-seq // rows), batch)
+    eps = first.norm1.eps
+    shape = {"D": width, "H": heads, "DH": head_dim, "D_PAD": width_pad, "DH_PAD": head_pad}
+    warps = (4 if width_pad <= 64 else 8) if chosen_warps == "auto" else int(chosen_warps)
+    _kv_kernel[grid](x, kv[0], vec[0], mat[0], seq, eps, BM=rows, num_warps=warps, **shape)
+    blocks = {
+        "BM": rows,
+        "BN": min(64, max(16, _next_pow2(seq))),
+        "BF": min(64, max(16, _next_pow2(ffn))),
+    }
+    key_mask = x if mask is None else mask.contiguous().view(torch.uint8)
+    layers = len(model.layers)
+    for i in range(layers):
+        last = i + 1 >= layers
+        _layer_kernel[grid](
+            x if i < 1 else out,
+            out,
+            key_mask,
+            kv[i % 2],
+            kv[(i + 1) % 2],
+            vec[i],
+            mat[i],
+            vec[i + 1],
+            mat[min(i + 1, layers - 1)],
+            seq,
+            head_dim**-0.5,
+            eps,
+            F=ffn,
+            HAS_MASK=mask is not None,
+            LAST=last,
+            num_warps=warps,
+            **shape,
+            **blocks,
+        )
+    return out
+
+
+def _fused_fits(model: Any, x: torch.Tensor) -> bool:
+    """Whether the fused kernels serve this input: Triton present, CUDA (or the Triton
+    interpreter on any device), causal, narrow enough for register tiles."""
+    if not _HAVE_TRITON or not model.causal or x.dim() != 3:
+        return False
+    first = model.layers[0]
+    width, heads = x.shape[-1], first.attention.num_heads
+    narrow = width <= _MAX_FUSED_WIDTH and width // heads <= _MAX_FUSED_HEAD
+    return (
+        narrow
+        and first.ffn_in.out_features <= 4 * _MAX_FUSED_WIDTH
+        and (x.is_cuda or not isinstance(_layer_kernel, triton.runtime.JITFunction))
+    )
+
+
 class _Captured:
     """A captured forward: the graph and the static tensors it reads and writes."""
 
@@ -305,6 +678,12 @@ class OptimizedTransformer(nn.Module):
         )
         self.final_norm = nn.LayerNorm(d_model, eps=1e-5)
         self._graphs: dict[tuple[object, ...], _Captured] = {}
+        self._fused = _Cache()
+
+    def _packs(self) -> tuple[torch.Tensor, torch.Tensor]:
+        dtype = _LOW_PRECISION.get(self.tunables["matmul_precision"], torch.float32)
+        params = list(self.parameters())
+        return self._fused.get((*_weight_key(*params), dtype), lambda: _fused_packs(self, dtype))
 
     def load_state_dict(self, *args: Any, **kwargs: Any) -> Any:
         self._graphs.clear()  # captured graphs hold derived weights of the old state
@@ -315,6 +694,8 @@ class OptimizedTransformer(nn.Module):
         return super()._apply(*args, **kwargs)
 
     def _eager(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        if self.tunables["fused_kernel"] == "triton" and _fused_fits(self, x):
+            return _fused_forward(self, self._packs(), x, mask)
         for layer in self.layers:
             x = layer(x, mask, self.causal)
         x = self.final_norm(x)

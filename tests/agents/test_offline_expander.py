@@ -151,7 +151,13 @@ def test_forbid_constraints_hold_over_many_seeds(track3_repo: tuple[git.Repo, st
             free = expand(request(repo, seed_sha, f"f/{slug}/{seed}", text, targets, seed))
             assert free.outcome is ExpansionOutcome.COMMITTED
             hits[slug] += bool(set(committed_tunables(repo, str(free.sha)).items()) & forbidden)
-    # Without the constraints the same requests do reach forbidden settings.
+    # Without the constraints the same requests do reach forbidden settings (a random move
+    # picks one of ~20 values, so exploring may take more seeds to hit one).
+    for seed in range(8, 48):
+        if hits["explore"]:
+            break
+        free = expand(request(repo, seed_sha, f"f/explore/{seed}", "explore", {}, seed))
+        hits["explore"] += bool(set(committed_tunables(repo, str(free.sha)).items()) & forbidden)
     assert hits["tanh"] == 8 and hits["explore"] >= 1, hits
     assert_clean(repo, req)
 

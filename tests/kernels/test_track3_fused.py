@@ -1,0 +1,89 @@
+"""The seed candidate's fused Triton kernels, run by Triton's interpreter on the CPU in a fresh
+process (the interpreter is chosen when the kernels are defined), judged by the real gate."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("triton")
+
+ROOT = Path(__file__).resolve().parents[2]
+
+SCRIPT = r"""
+import importlib.util, json, sys, torch
+from harness.gate import count_failures
+from kernels.track3 import CONFIGS, generate_inputs
+from kernels.track3.reference import build_reference_model
+from kernels.track3.workload import track3_workload
+
+spec = importlib.util.spec_from_file_location("fused_seed", track3_workload().seed_candidate)
+seed = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(seed)
+tol = track3_workload().tolerance
+rows = []
+for config_id, precision, padding, block_rows in json.loads(sys.argv[1]):
+    config = CONFIGS[config_id]
+    reference = build_reference_model(config, device="cpu", seed=1234)
+    tunables = {"fused_kernel": "triton", "matmul_precision": precision, "fused_rows": block_rows}
+    model = seed.OptimizedTransformer(config, tunables)
+    model.load_state_dict(reference.state_dict(), strict=True)
+    x, mask = generate_inputs(config, 1234, padding, 1.0, "cpu")
+    mask = mask if padding else None
+    with torch.no_grad():
+        want = reference(x, valid_token_mask=mask)
+        got = seed._fused_forward(model, model._packs(), x, mask)
+    failed, max_abs = count_failures(got, want, tol)
+    rows.append({"failed": failed, "max_abs": max_abs, "fits": seed._fused_fits(model, x),
+                 "padded_rows_zero": bool((got[~mask] == 0).all()) if mask is not None else None})
+print(json.dumps(rows))
+"""
+
+
+def run_interpreted(
+    cases: list[tuple[str, str, float, str]], script: str = SCRIPT
+) -> list[dict[str, object]]:
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-W", "ignore", "-c", script, json.dumps(cases)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return list(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+def test_fused_kernels_pass_the_gate_on_cpu_shapes() -> None:
+    # heads 4 and 16 (head dim 32 and 8, padded to 16), D 128 and 32, one and several row
+    # blocks per sequence, with and without right padding, fp32 and fp16 operands.
+    cases = [
+        ("cpu-2", "fp16", 0.5, "32"),
+        ("cpu-3", "fp16", 0.0, "auto"),
+        ("cpu-5", "fp32", 0.5, "16"),
+        ("cpu-5", "fp16", 0.25, "auto"),
+    ]
+    rows = run_interpreted(cases)
+    for case, row in zip(cases, rows, strict=True):
+        assert row["fits"], case
+        assert row["failed"] == 0, (case, row)
+        assert row["padded_rows_zero"] in (None, True), case
+
+
+def test_a_broken_fused_kernel_fails_the_gate(tmp_path: Path) -> None:
+    # Can the check fail? The same kernels with a wrong GELU constant must not pass.
+    source = (ROOT / "kernels/track3/seed_candidate.py").read_text()
+    broken = source.replace("tl.math.erf(t * 0.7071067811865476)", "tl.math.erf(t * 0.75)")
+    assert broken != source
+    module = tmp_path / "broken_seed.py"
+    module.write_text(broken)
+    script = SCRIPT.replace("track3_workload().seed_candidate", repr(str(module)), 1)
+    rows = run_interpreted([("cpu-5", "fp32", 0.0, "16")], script)
+    assert rows[0]["failed"] > 0  # type: ignore[operator]
