@@ -595,14 +595,14 @@ def _fused_forward(
     eps = first.norm1.eps
     shape = {"D": width, "H": heads, "DH": head_dim, "D_PAD": width_pad, "DH_PAD": head_pad}
     warps = (4 if width_pad <= 64 else 8) if chosen_warps == "auto" else int(chosen_warps)
-    # 8 warps over tiles this narrow made Triton 3.6 read out of bounds on the H200 (rows 64,
-    # width 32): keep them at 4.
-    warps = 4 if width_pad <= 64 else warps
+    # 8 warps over 16-wide head tiles made Triton 3.6 read out of bounds on the H200 (rows 64,
+    # head dim 8), and were slower where they ran (0.89 vs 0.51 ms, 16 heads): keep them at 4.
+    warps = 4 if width_pad <= 64 or head_pad <= 16 else warps
     _kv_kernel[grid](x, kv[0], vec[0], mat[0], seq, eps, BM=rows, num_warps=warps, **shape)
     blocks = {
         "BM": rows,
-        # Key block: one pass over short sequences, capped so the score tile stays <= 8K values.
-        "BN": min(8192 // rows, 128, max(16, _next_pow2(seq))),
+        # 64-key blocks: one 128-key pass measured slower on B=10000 (27 vs 19 ms, H200).
+        "BN": min(64, max(16, _next_pow2(seq))),
         "BF": min(64, max(16, _next_pow2(ffn))),
     }
     key_mask = x if mask is None else mask.contiguous().view(torch.uint8)
