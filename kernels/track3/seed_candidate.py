@@ -301,6 +301,8 @@ except ImportError:  # CPU-only installs: the torch path serves every shape
 # GEMM-library path.
 _MAX_FUSED_WIDTH = 256
 _MAX_FUSED_HEAD = 128
+# Score values per program ([heads x rows x keys]): more spills registers.
+_SCORE_TILE = 16384
 
 if _HAVE_TRITON:
 
@@ -316,22 +318,15 @@ if _HAVE_TRITON:
         return centred * (1.0 / tl.sqrt(var + eps))[:, None] * w[None, :] + b[None, :]
 
     @triton.jit
-    def _head_projection(
-        h,
-        w_ptr,
-        b_ptr,
-        row0,
-        D: tl.constexpr,
-        DH: tl.constexpr,
-        D_PAD: tl.constexpr,
-        DH_PAD: tl.constexpr,
+    def _linear(
+        h, w_ptr, b_ptr, N: tl.constexpr, K: tl.constexpr, N_PAD: tl.constexpr, K_PAD: tl.constexpr
     ):
-        """h @ W[row0:row0+DH]^T + b[row0:row0+DH] in fp32; columns >= DH are exactly 0."""
-        ks = tl.arange(0, D_PAD)
-        ns = tl.arange(0, DH_PAD)
-        live = (ks[:, None] < D) & (ns[None, :] < DH)
-        wt = tl.load(w_ptr + (row0 + ns[None, :]) * D + ks[:, None], mask=live, other=0.0)
-        bias = tl.load(b_ptr + row0 + ns, mask=ns < DH, other=0.0)
+        """h @ W^T + b in fp32 for a row-major W [N, K]; columns >= N are exactly 0."""
+        ks = tl.arange(0, K_PAD)
+        ns = tl.arange(0, N_PAD)
+        live = (ks[:, None] < K) & (ns[None, :] < N)
+        wt = tl.load(w_ptr + ns[None, :] * K + ks[:, None], mask=live, other=0.0)
+        bias = tl.load(b_ptr + ns, mask=ns < N, other=0.0)
         return tl.dot(h, wt) + bias[None, :]
 
     @triton.jit
@@ -343,20 +338,19 @@ if _HAVE_TRITON:
         rows,
         S,
         D: tl.constexpr,
-        H: tl.constexpr,
-        DH: tl.constexpr,
-        D_PAD: tl.constexpr,
+        HP: tl.constexpr,
         DH_PAD: tl.constexpr,
+        D_PAD: tl.constexpr,
     ):
-        """K and V of these rows for every head into kv[head, 0|1, row, :DH_PAD]."""
-        ds = tl.arange(0, DH_PAD)
+        """K and V of these rows, every head at once, into kv[head, 0|1, row, :DH_PAD]."""
+        cs = tl.arange(0, HP)
+        at = kv_ptr + (cs // DH_PAD)[None, :] * 2 * S * DH_PAD + rows[:, None] * DH_PAD
+        at += (cs % DH_PAD)[None, :]
         live = (rows < S)[:, None]
-        for head in tl.static_range(H):  # unrolled: every head's weight loads issue early
-            k = _head_projection(h, mat, vec + 2 * D, D + head * DH, D, DH, D_PAD, DH_PAD)
-            v = _head_projection(h, mat, vec + 2 * D, 2 * D + head * DH, D, DH, D_PAD, DH_PAD)
-            at = kv_ptr + head * 2 * S * DH_PAD + rows[:, None] * DH_PAD + ds[None, :]
-            tl.store(at, k.to(kv_ptr.dtype.element_ty), mask=live)
-            tl.store(at + S * DH_PAD, v.to(kv_ptr.dtype.element_ty), mask=live)
+        k = _linear(h, mat + HP * D, vec + 2 * D + HP, HP, D, HP, D_PAD)
+        tl.store(at, k.to(kv_ptr.dtype.element_ty), mask=live)
+        v = _linear(h, mat + 2 * HP * D, vec + 2 * D + 2 * HP, HP, D, HP, D_PAD)
+        tl.store(at + S * DH_PAD, v.to(kv_ptr.dtype.element_ty), mask=live)
 
     @triton.jit
     def _kv_kernel(
@@ -367,10 +361,9 @@ if _HAVE_TRITON:
         S,
         eps,
         D: tl.constexpr,
-        H: tl.constexpr,
-        DH: tl.constexpr,
-        D_PAD: tl.constexpr,
+        H_PAD: tl.constexpr,
         DH_PAD: tl.constexpr,
+        D_PAD: tl.constexpr,
         BM: tl.constexpr,
     ):
         """The first layer's K and V (later layers' come out of the previous layer's kernel)."""
@@ -380,8 +373,8 @@ if _HAVE_TRITON:
         live = (rows[:, None] < S) & (cols[None, :] < D)
         x = tl.load(x_ptr + seq * S * D + rows[:, None] * D + cols[None, :], mask=live, other=0.0)
         h = _layer_norm(x, vec, vec + D, cols, D, eps).to(mat.dtype.element_ty)
-        kv = kv_ptr + seq * H * 2 * S * DH_PAD
-        _store_kv(h, mat, vec, kv, rows, S, D, H, DH, D_PAD, DH_PAD)
+        kv = kv_ptr + seq * H_PAD * 2 * S * DH_PAD
+        _store_kv(h, mat, vec, kv, rows, S, D, H_PAD * DH_PAD, DH_PAD, D_PAD)
 
     @triton.jit
     def _attention_rows(
@@ -394,52 +387,46 @@ if _HAVE_TRITON:
         S,
         scale,
         D: tl.constexpr,
-        H: tl.constexpr,
-        DH: tl.constexpr,
-        D_PAD: tl.constexpr,
+        H_PAD: tl.constexpr,
         DH_PAD: tl.constexpr,
+        D_PAD: tl.constexpr,
         BM: tl.constexpr,
         BN: tl.constexpr,
     ):
-        """Causal attention of these query rows over the stored K/V, through out_proj without
-        its bias: the sum over heads of softmax(q k^T * scale) v W_o[:, head]^T, in fp32.
+        """Causal attention of these query rows over the stored K/V, all heads batched, through
+        out_proj without its bias. Padded heads and head columns carry zero weights.
 
         Right padding needs no key mask: a valid query i sees keys j <= i, all valid."""
-        acc = tl.zeros((BM, D_PAD), dtype=tl.float32)
-        ds = tl.arange(0, DH_PAD)
-        cols = tl.arange(0, D_PAD)
-        for head in tl.static_range(H):  # unrolled: every head's weight loads issue early
-            q = _head_projection(h, mat, vec + 2 * D, head * DH, D, DH, D_PAD, DH_PAD)
-            q = q.to(mat.dtype.element_ty)
-            k_at = kv_ptr + head * 2 * S * DH_PAD
-            m_i = tl.full((BM,), float("-inf"), dtype=tl.float32)
-            l_i = tl.zeros((BM,), dtype=tl.float32)
-            ctx = tl.zeros((BM, DH_PAD), dtype=tl.float32)
-            for n0 in range(0, m0 + BM, BN):  # causal: no key beyond the block's last row
-                keys = n0 + tl.arange(0, BN)
-                kmask = (keys < S)[:, None]
-                k = tl.load(k_at + keys[:, None] * DH_PAD + ds[None, :], mask=kmask, other=0.0)
-                v = tl.load(
-                    k_at + S * DH_PAD + keys[:, None] * DH_PAD + ds[None, :],
-                    mask=kmask,
-                    other=0.0,
-                )
-                s = tl.dot(q, tl.trans(k)) * scale
-                s = tl.where(
-                    (keys[None, :] <= rows[:, None]) & (keys[None, :] < S), s, -float("inf")
-                )
-                m_new = tl.maximum(m_i, tl.max(s, axis=1))
-                p = tl.exp(s - m_new[:, None])
-                alpha = tl.exp(m_i - m_new)
-                l_i = l_i * alpha + tl.sum(p, axis=1)
-                ctx = ctx * alpha[:, None] + tl.dot(p.to(v.dtype), v)
-                m_i = m_new
-            ctx = (ctx / l_i[:, None]).to(mat.dtype.element_ty)
-            live = (ds[:, None] < DH) & (cols[None, :] < D)
-            wo = mat + 3 * D * D
-            wt = tl.load(wo + cols[None, :] * D + head * DH + ds[:, None], mask=live, other=0.0)
-            acc += tl.dot(ctx, wt)
-        return acc
+        HP: tl.constexpr = H_PAD * DH_PAD
+        q = _linear(h, mat, vec + 2 * D, HP, D, HP, D_PAD).to(mat.dtype.element_ty)
+        q = tl.permute(tl.reshape(q, (BM, H_PAD, DH_PAD)), (1, 0, 2))
+        heads = tl.arange(0, H_PAD)[:, None, None] * 2 * S * DH_PAD
+        ds = tl.arange(0, DH_PAD)[None, None, :]
+        m_i = tl.full((H_PAD, BM), float("-inf"), dtype=tl.float32)
+        l_i = tl.zeros((H_PAD, BM), dtype=tl.float32)
+        ctx = tl.zeros((H_PAD, BM, DH_PAD), dtype=tl.float32)
+        for n0 in range(0, m0 + BM, BN):  # causal: no key beyond the block's last row
+            keys = n0 + tl.arange(0, BN)
+            at = kv_ptr + heads + keys[None, :, None] * DH_PAD + ds
+            kmask = (keys < S)[None, :, None]
+            k = tl.load(at, mask=kmask, other=0.0)
+            v = tl.load(at + S * DH_PAD, mask=kmask, other=0.0)
+            s = tl.dot(q, tl.permute(k, (0, 2, 1))) * scale
+            seen = (keys[None, :] <= rows[:, None]) & (keys[None, :] < S)
+            s = tl.where(seen[None, :, :], s, -float("inf"))
+            m_new = tl.maximum(m_i, tl.max(s, axis=2))
+            p = tl.exp(s - m_new[:, :, None])
+            alpha = tl.exp(m_i - m_new)
+            l_i = l_i * alpha + tl.sum(p, axis=2)
+            ctx = ctx * alpha[:, :, None] + tl.dot(p.to(v.dtype), v)
+            m_i = m_new
+        ctx = (ctx / l_i[:, :, None]).to(mat.dtype.element_ty)
+        ctx = tl.reshape(tl.permute(ctx, (1, 0, 2)), (BM, HP))
+        cs = tl.arange(0, HP)
+        ns = tl.arange(0, D_PAD)
+        wo = mat + 3 * HP * D
+        wt = tl.load(wo + ns[None, :] * HP + cs[:, None], mask=(ns < D)[None, :], other=0.0)
+        return tl.dot(ctx, wt)
 
     @triton.jit
     def _ffn_rows(
@@ -448,6 +435,7 @@ if _HAVE_TRITON:
         vec,
         D: tl.constexpr,
         F: tl.constexpr,
+        HP: tl.constexpr,
         D_PAD: tl.constexpr,
         BM: tl.constexpr,
         BF: tl.constexpr,
@@ -455,13 +443,13 @@ if _HAVE_TRITON:
         """gelu(h W1^T + b1) W2^T without W2's bias; the pre-GELU values stay fp32."""
         acc = tl.zeros((BM, D_PAD), dtype=tl.float32)
         ks = tl.arange(0, D_PAD)
-        w1 = mat + 4 * D * D
+        w1 = mat + 4 * HP * D
         w2 = w1 + F * D
         for f0 in tl.static_range(0, F, BF):
             fs = f0 + tl.arange(0, BF)
             live = (ks[:, None] < D) & (fs[None, :] < F)
             wt = tl.load(w1 + fs[None, :] * D + ks[:, None], mask=live, other=0.0)
-            bias = tl.load(vec + 8 * D + fs, mask=fs < F, other=0.0)
+            bias = tl.load(vec + 5 * D + 3 * HP + fs, mask=fs < F, other=0.0)
             t = tl.dot(h, wt) + bias[None, :]
             t = 0.5 * t * (1.0 + tl.math.erf(t * 0.7071067811865476))
             live2 = (fs[:, None] < F) & (ks[None, :] < D)
@@ -485,10 +473,9 @@ if _HAVE_TRITON:
         eps,
         D: tl.constexpr,
         F: tl.constexpr,
-        H: tl.constexpr,
-        DH: tl.constexpr,
-        D_PAD: tl.constexpr,
+        H_PAD: tl.constexpr,
         DH_PAD: tl.constexpr,
+        D_PAD: tl.constexpr,
         BM: tl.constexpr,
         BN: tl.constexpr,
         BF: tl.constexpr,
@@ -498,8 +485,10 @@ if _HAVE_TRITON:
         """One pre-LN block for BM rows of one sequence, then either the next layer's K/V of
         these rows or (after the last layer) the final LayerNorm.
 
-        ``vec`` is the layer's fp32 vector pack [ln1 w, ln1 b, b_qkv, b_o, ln2 w, ln2 b, b1, b2]
-        and ``mat`` its weight pack [W_qkv, W_o, W1, W2] in the compute dtype."""
+        ``vec`` is the layer's fp32 pack [ln1 w, ln1 b, b_q, b_k, b_v, b_o, ln2 w, ln2 b, b1, b2]
+        and ``mat`` its weights [W_q, W_k, W_v, W_o, W1, W2] in the compute dtype, the head
+        dimension padded to [H_PAD x DH_PAD] with zeros."""
+        HP: tl.constexpr = H_PAD * DH_PAD
         seq = tl.program_id(1).to(tl.int64)
         m0 = tl.program_id(0) * BM
         rows = m0 + tl.arange(0, BM)
@@ -510,20 +499,20 @@ if _HAVE_TRITON:
         # Without a mask every row is valid: the load is masked off and yields the 1s.
         valid = tl.load(mask_ptr + seq * S + rows, mask=(rows < S) & HAS_MASK, other=1) != 0
         h = _layer_norm(x, vec, vec + D, cols, D, eps).to(mat.dtype.element_ty)
-        kv = kv_in + seq * H * 2 * S * DH_PAD
-        attn = _attention_rows(h, kv, mat, vec, rows, m0, S, scale, D, H, DH, D_PAD, DH_PAD, BM, BN)
-        b_o = tl.load(vec + 5 * D + cols, mask=cols < D, other=0.0)
+        kv = kv_in + seq * H_PAD * 2 * S * DH_PAD
+        attn = _attention_rows(h, kv, mat, vec, rows, m0, S, scale, D, H_PAD, DH_PAD, D_PAD, BM, BN)
+        b_o = tl.load(vec + 2 * D + 3 * HP + cols, mask=cols < D, other=0.0)
         x = x + tl.where(valid[:, None], attn + b_o[None, :], 0.0)
-        h = _layer_norm(x, vec + 6 * D, vec + 7 * D, cols, D, eps).to(mat.dtype.element_ty)
-        ffn = _ffn_rows(h, mat, vec, D, F, D_PAD, BM, BF)
-        b_2 = tl.load(vec + 8 * D + F + cols, mask=cols < D, other=0.0)
+        h = _layer_norm(x, vec + 3 * D + 3 * HP, vec + 4 * D + 3 * HP, cols, D, eps)
+        ffn = _ffn_rows(h.to(mat.dtype.element_ty), mat, vec, D, F, HP, D_PAD, BM, BF)
+        b_2 = tl.load(vec + 5 * D + 3 * HP + F + cols, mask=cols < D, other=0.0)
         x = tl.where(valid[:, None], x + (ffn + b_2[None, :]), 0.0)
         if LAST:
             x = tl.where(valid[:, None], _layer_norm(x, next_vec, next_vec + D, cols, D, eps), 0.0)
         else:
             h = _layer_norm(x, next_vec, next_vec + D, cols, D, eps).to(mat.dtype.element_ty)
-            nkv = kv_out + seq * H * 2 * S * DH_PAD
-            _store_kv(h, next_mat, next_vec, nkv, rows, S, D, H, DH, D_PAD, DH_PAD)
+            nkv = kv_out + seq * H_PAD * 2 * S * DH_PAD
+            _store_kv(h, next_mat, next_vec, nkv, rows, S, D, HP, DH_PAD, D_PAD)
         tl.store(dst + at, x, mask=live)
 
 
@@ -531,48 +520,87 @@ def _next_pow2(n: int) -> int:
     return 1 << max(n - 1, 0).bit_length()
 
 
+def _pad_heads(
+    t: torch.Tensor, heads: int, head_pad: int, heads_pad: int, dim: int
+) -> torch.Tensor:
+    """Split dimension ``dim`` into [heads, head_dim], zero-pad both, and flatten it back."""
+    shape = list(t.shape)
+    split = t.reshape(*shape[:dim], heads, shape[dim] // heads, *shape[dim + 1 :])
+    padded = split.new_zeros(*shape[:dim], heads_pad, head_pad, *shape[dim + 1 :])
+    padded.narrow(dim, 0, heads).narrow(dim + 1, 0, split.shape[dim + 1]).copy_(split)
+    return padded.reshape(*shape[:dim], heads_pad * head_pad, *shape[dim + 1 :])
+
+
 def _fused_packs(model: Any, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per-layer parameter packs for the fused kernels: fp32 vectors [L+1, 9D+F] (the last row
-    holds the final LayerNorm) and weights [L, 4D^2+2DF] in the compute dtype."""
+    """Per-layer parameter packs for the fused kernels (head dimension zero-padded to powers of
+    two): fp32 vectors [L+1, 6D+3HP+F] (the last row holds the final LayerNorm) and weights
+    [L, 4HP*D+2FD] in the compute dtype."""
+    heads = model.layers[0].attention.num_heads
+    width = model.layers[0].attention.d_model
+    pads = (heads, max(16, _next_pow2(width // heads)), _next_pow2(heads))
     vecs, mats = [], []
     with torch.no_grad():
         for layer in model.layers:
             att = layer.attention
+            in_proj = [att.q_proj, att.k_proj, att.v_proj]
             vecs.append(
                 torch.cat(
-                    [
-                        layer.norm1.weight,
-                        layer.norm1.bias,
-                        att.q_proj.bias,
-                        att.k_proj.bias,
-                        att.v_proj.bias,
-                        att.out_proj.bias,
-                        layer.norm2.weight,
-                        layer.norm2.bias,
-                        layer.ffn_in.bias,
-                        layer.ffn_out.bias,
-                    ]
+                    [layer.norm1.weight, layer.norm1.bias]
+                    + [_pad_heads(p.bias, *pads, dim=0) for p in in_proj]
+                    + [att.out_proj.bias, layer.norm2.weight, layer.norm2.bias]
+                    + [layer.ffn_in.bias, layer.ffn_out.bias]
                 ).float()
             )
-            weights = [att.q_proj.weight, att.k_proj.weight, att.v_proj.weight]
-            weights += [att.out_proj.weight, layer.ffn_in.weight, layer.ffn_out.weight]
+            weights = [_pad_heads(p.weight, *pads, dim=0) for p in in_proj]
+            weights += [_pad_heads(att.out_proj.weight, *pads, dim=1)]
+            weights += [layer.ffn_in.weight, layer.ffn_out.weight]
             mats.append(torch.cat([w.reshape(-1) for w in weights]).to(dtype))
         final = torch.cat([model.final_norm.weight, model.final_norm.bias]).float()
         vecs.append(torch.cat([final, final.new_zeros(vecs[0].numel() - final.numel())]))
     return torch.stack(vecs).contiguous(), torch.stack(mats).contiguous()
 
 
-def _fused_block_rows(batch: int, seq: int, width_pad: int, device: torch.device) -> int:
-    """Rows per program: as many as the registers allow, fewer when that would leave SMs idle."""
-    sms = (
-        torch.cuda.get_device_properties(device).multi_processor_count
-        if device.type == "cuda"
-        else 1
-    )
-    rows = min(64 if width_pad <= 128 else 32, max(16, _next_pow2(seq)))
+def _fused_block_rows(model: Any, x: torch.Tensor, heads_pad: int) -> int:
+    """Rows per program: as many as the registers allow, fewer when that would leave SMs idle
+    (dispatch on the input's size and the device's SM count, never on configuration ids)."""
+    batch, seq, width = x.shape
+    chosen = model.tunables["fused_rows"]
+    # Score tiles [heads x rows x keys] of at most _SCORE_TILE values with >= 16 keys.
+    most = max(16, min(128 if width <= 128 else 32, _SCORE_TILE // (16 * heads_pad)))
+    if chosen != "auto":
+        return min(int(chosen), most)
+    rows = min(most, 64, max(16, _next_pow2(seq)))
+    sms = torch.cuda.get_device_properties(x.device).multi_processor_count if x.is_cuda else 1
     while rows > 16 and batch * -(-seq // rows) < sms:
         rows //= 2
     return rows
+
+
+def _fused_meta(model: Any, x: torch.Tensor) -> dict[str, Any]:
+    """Compile-time shape of the fused kernels and their launch shape for this input."""
+    batch, seq, width = x.shape
+    first = model.layers[0]
+    heads, ffn = first.attention.num_heads, first.ffn_in.out_features
+    heads_pad, head_pad = _next_pow2(heads), max(16, _next_pow2(width // heads))
+    width_pad = max(16, _next_pow2(width))
+    rows = _fused_block_rows(model, x, heads_pad)
+    chosen_warps = model.tunables["fused_warps"]
+    warps = (4 if width_pad <= 64 else 8) if chosen_warps == "auto" else int(chosen_warps)
+    return {
+        "shape": {"D": width, "H_PAD": heads_pad, "DH_PAD": head_pad, "D_PAD": width_pad},
+        "blocks": {
+            "BM": rows,
+            "BN": max(16, min(64, _next_pow2(seq), _SCORE_TILE // (heads_pad * rows))),
+            "BF": min(64, max(16, _next_pow2(ffn))),
+            "F": ffn,
+        },
+        "grid": (-(-seq // rows), batch),
+        # 8 warps over narrow tiles made Triton 3.6 read out of bounds on the H200 (rows 64,
+        # 16-wide head tiles) and were slower where they ran: keep those at 4.
+        "warps": 4 if width_pad <= 64 or head_pad <= 16 else warps,
+        "scale": (width // heads) ** -0.5,
+        "eps": first.norm1.eps,
+    }
 
 
 def _fused_forward(
@@ -580,35 +608,19 @@ def _fused_forward(
 ) -> torch.Tensor:
     """The whole forward as L+1 Triton launches (first K/V, then one per layer)."""
     vec, mat = packs
-    batch, seq, width = x.shape
-    first = model.layers[0]
-    heads, ffn = first.attention.num_heads, first.ffn_in.out_features
-    head_dim = width // heads
-    width_pad, head_pad = max(16, _next_pow2(width)), max(16, _next_pow2(head_dim))
+    meta = _fused_meta(model, x)
+    shape, blocks, grid, warps = meta["shape"], meta["blocks"], meta["grid"], meta["warps"]
+    batch, seq, _ = x.shape
     x = x.contiguous()
     out = torch.empty_like(x)
-    kv = torch.empty((2, batch, heads, 2, seq, head_pad), device=x.device, dtype=mat.dtype)
-    chosen_rows, chosen_warps = model.tunables["fused_rows"], model.tunables["fused_warps"]
-    rows = _fused_block_rows(batch, seq, width_pad, x.device)
-    rows = rows if chosen_rows == "auto" else int(chosen_rows)
-    grid = (-(-seq // rows), batch)
-    eps = first.norm1.eps
-    shape = {"D": width, "H": heads, "DH": head_dim, "D_PAD": width_pad, "DH_PAD": head_pad}
-    warps = (4 if width_pad <= 64 else 8) if chosen_warps == "auto" else int(chosen_warps)
-    # 8 warps over 16-wide head tiles made Triton 3.6 read out of bounds on the H200 (rows 64,
-    # head dim 8), and were slower where they ran (0.89 vs 0.51 ms, 16 heads): keep them at 4.
-    warps = 4 if width_pad <= 64 or head_pad <= 16 else warps
-    _kv_kernel[grid](x, kv[0], vec[0], mat[0], seq, eps, BM=rows, num_warps=warps, **shape)
-    blocks = {
-        "BM": rows,
-        # 64-key blocks: one 128-key pass measured slower on B=10000 (27 vs 19 ms, H200).
-        "BN": min(64, max(16, _next_pow2(seq))),
-        "BF": min(64, max(16, _next_pow2(ffn))),
-    }
+    kv_shape = (2, batch, shape["H_PAD"], 2, seq, shape["DH_PAD"])
+    kv = torch.empty(kv_shape, device=x.device, dtype=mat.dtype)
+    _kv_kernel[grid](
+        x, kv[0], vec[0], mat[0], seq, meta["eps"], BM=blocks["BM"], num_warps=warps, **shape
+    )
     key_mask = x if mask is None else mask.contiguous().view(torch.uint8)
     layers = len(model.layers)
     for i in range(layers):
-        last = i + 1 >= layers
         _layer_kernel[grid](
             x if i < 1 else out,
             out,
@@ -620,11 +632,10 @@ def _fused_forward(
             vec[i + 1],
             mat[min(i + 1, layers - 1)],
             seq,
-            head_dim**-0.5,
-            eps,
-            F=ffn,
+            meta["scale"],
+            meta["eps"],
             HAS_MASK=mask is not None,
-            LAST=last,
+            LAST=i + 1 >= layers,
             num_warps=warps,
             **shape,
             **blocks,

@@ -27,8 +27,8 @@ seed = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(seed)
 tol = track3_workload().tolerance
 rows = []
-for config_id, precision, padding, block_rows in json.loads(sys.argv[1]):
-    config = CONFIGS[config_id]
+for config_id, precision, padding, block_rows, *changes in json.loads(sys.argv[1]):
+    config = CONFIGS[config_id].model_copy(update=changes[0] if changes else {})
     reference = build_reference_model(config, device="cpu", seed=1234)
     tunables = {"fused_kernel": "triton", "matmul_precision": precision, "fused_rows": block_rows}
     model = seed.OptimizedTransformer(config, tunables)
@@ -45,9 +45,10 @@ print(json.dumps(rows))
 """
 
 
-def run_interpreted(
-    cases: list[tuple[str, str, float, str]], script: str = SCRIPT
-) -> list[dict[str, object]]:
+Case = tuple[str, str, float, str] | tuple[str, str, float, str, dict[str, int]]
+
+
+def run_interpreted(cases: list[Case], script: str = SCRIPT) -> list[dict[str, object]]:
     env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
     done = subprocess.run(
         [sys.executable, "-W", "ignore", "-c", script, json.dumps(cases)],
@@ -63,8 +64,11 @@ def run_interpreted(
 
 def test_fused_kernels_pass_the_gate_on_cpu_shapes() -> None:
     # heads 4 and 16 (head dim 32 and 8, padded to 16), D 128 and 32, one and several row
-    # blocks per sequence, with and without right padding, fp32 and fp16 operands.
-    cases = [
+    # blocks per sequence, with and without right padding, fp32 and fp16 operands; and shapes
+    # that are no powers of two (3 heads padded to 4, width 96, FFN 80, 40 tokens).
+    odd = {"batch_size": 2, "seq_len": 40, "d_model": 96, "num_heads": 3, "ffn_dim": 80}
+    cases: list[Case] = [
+        ("cpu-5", "fp16", 0.5, "auto", {**odd, "num_layers": 2}),
         ("cpu-2", "fp16", 0.5, "32"),
         ("cpu-3", "fp16", 0.0, "auto"),
         ("cpu-5", "fp32", 0.5, "16"),
