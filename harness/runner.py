@@ -51,6 +51,10 @@ def judge_environment(
         PYTHONPATH=python_path,
         PYTHONDONTWRITEBYTECODE="1",
         PYTHONHASHSEED="0",
+        # torch.compile in-process, without its worker pool and progress-bar monitor: those
+        # threads would outlive the build and the judge rejects leftover threads.
+        TORCHINDUCTOR_COMPILE_THREADS="1",
+        TQDM_DISABLE="1",
     )
     if compile_cache is not None:
         # Both caches key entries by source and compile options, so a candidate whose kernels

@@ -56,7 +56,7 @@ def test_judge_environment_drops_everything_but_a_whitelist(
     env = judge_environment(tmp_path, Path("/code"))
     assert "OPENAI_API_KEY" not in env and "AWS_SECRET_ACCESS_KEY" not in env
     assert env["HOME"] == str(tmp_path) and env["PYTHONPATH"] == "/code:/site"
-    assert "TRITON_CACHE_DIR" not in env
+    assert "TRITON_CACHE_DIR" not in env and env["TORCHINDUCTOR_COMPILE_THREADS"] == "1"
     shared = judge_environment(tmp_path, Path("/code"), Path("/cache"))
     assert shared["TRITON_CACHE_DIR"] == "/cache/triton"
     assert shared["TORCHINDUCTOR_CACHE_DIR"] == "/cache/inductor"
