@@ -20,6 +20,18 @@ def _l2_flusher(device: str) -> Callable[[], Any]:
     return lambda: buffer.zero_()
 
 
+def quiet_progress_monitor() -> None:
+    """Stop tqdm (Inductor's autotuner uses it) from starting its monitor thread with the first
+    progress bar: that thread outlives the build, and the judge rejects leftover threads."""
+    import importlib.util
+
+    if importlib.util.find_spec("tqdm") is None:
+        return
+    import tqdm
+
+    tqdm.tqdm.monitor_interval = 0
+
+
 def open_judge(request: EvaluationRequest, clock: Callable[[], int]) -> Judge | None:
     """The judge for a request, or None when its device is not available here."""
     import numpy as np
@@ -31,6 +43,7 @@ def open_judge(request: EvaluationRequest, clock: Callable[[], int]) -> Judge | 
     cuda = request.device.startswith("cuda")
     if cuda and not torch.cuda.is_available():
         return None
+    quiet_progress_monitor()
     guard = TamperGuard()  # timer identities and threads before any candidate exists
     timer: Any = CpuTimer(clock)
     flush = None
