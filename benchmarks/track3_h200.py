@@ -172,8 +172,14 @@ def render(report: dict[str, Any]) -> str:
         "",
         f"Command: `{report['command']}`",
         "",
-        f"Baseline: {report['baseline']}. torch.compile arm: the same reference under "
-        f"`torch.compile(mode={report['compile_mode']!r})`, output cloned. Frontier: "
+        f"Baseline: {report['baseline']}. "
+        + (
+            "No torch.compile arm in this run. "
+            if report["compile_mode"] == "none"
+            else "torch.compile arm: the same reference under "
+            f"`torch.compile(mode={report['compile_mode']!r})`, output cloned. "
+        )
+        + "Frontier: "
         f"`{report['frontier']}`. Arms interleaved in randomized ABBA rounds by the judge's "
         "timer (CUDA events, L2 flushed before calls >= 100 us, inputs redrawn per block). "
         "Failed elements: the gate's strict comparator over the 5 official trials "
