@@ -29,9 +29,16 @@ _STOPWORDS = frozenset({"the", "and", "with", "for", "instead", "use", "try", "i
 _FORBID_TUNABLE = re.compile(r"^\s*forbid\s+(?P<name>\w+)=(?P<value>\S+)\s*$")
 
 
+_SUFFIXES = ("ing", "ed", "er", "es", "s", "e")
+
+
 def _stem(word: str) -> str:
-    # A crude stem: "pack"/"packed", "cache"/"cached", "stride"/"strided" meet at four letters.
-    return word[:4]
+    # A crude stem: "pack"/"packed", "cache"/"cached", "compile"/"compiled" meet once one
+    # suffix is stripped; a fixed prefix length made "computer" match "compile".
+    for suffix in _SUFFIXES:
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            return word[: -len(suffix)]
+    return word
 
 
 def _tokens(text: str) -> set[str]:

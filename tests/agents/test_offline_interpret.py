@@ -99,3 +99,9 @@ def test_idea_applied() -> None:
     assert not idea_applied({"attention": "sdpa", "gelu": "tanh"}, parent)
     assert not idea_applied({"attention": None}, parent)
     assert not idea_applied({}, parent)
+
+
+def test_stems_meet_across_suffixes_but_not_across_words(space: dict[str, list[str]]) -> None:
+    assert interpret_idea("compile the whole model", space) == {"whole_model_compile": None}
+    assert interpret_idea("cached causal masks", space) == {"causal_mask": "cached"}
+    assert interpret_idea("a computer", space) == {}

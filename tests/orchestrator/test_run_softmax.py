@@ -60,12 +60,17 @@ def test_injected_idea_was_tried_credited_and_promoted(run_dir: Path) -> None:
     report = service.run_status(run_dir)
     human = [i for i in report.ideas if i.source == "human"]
     assert len(human) == 1 and human[0].author == "tester"
-    assert human[0].trials >= 1  # forced at step 3; Thompson may pick it again
+    assert human[0].trials >= 1  # forced once; Thompson may pick it again
     with Ledger.open_path(run_dir / "ledger.sqlite", create=False) as ledger:
         state = derive_state(ledger)
-    step3 = state.steps[3].started
-    assert step3.idea_id == human[0].id and step3.idea_forced
-    cand = state.candidates[state.steps[3].sha or ""]
+    # The first step of the resumed run is forced to the injected idea (its index depends on
+    # how many steps the first run needed for its 2 candidates), and no other step is forced.
+    forced = [n for n, step in sorted(state.steps.items()) if step.started.idea_forced]
+    assert len(forced) == 1, forced
+    assert state.steps[forced[0]].started.idea_id == human[0].id
+    earlier = [state.steps[n].started.idea_id for n in state.steps if n < forced[0]]
+    assert human[0].id not in earlier
+    cand = state.candidates[state.steps[forced[0]].sha or ""]
     # Fused softmax is several times faster than the two-exp reference on every config.
     assert cand.verdict in (Verdict.PROMOTED, Verdict.REJECTED, Verdict.INCONCLUSIVE)
     assert report.frontier is not None and report.frontier.speedup is not None
