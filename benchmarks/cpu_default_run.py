@@ -1,6 +1,9 @@
 """Run `ratchet run` with the embedded defaults, steer it once, and write the figures to docs/.
 
 Usage: python benchmarks/cpu_default_run.py [--minutes 4] [--run-dir DIR] [--out FILE]
+On the GPU (the issue-4 search run; the frontier exported for benchmarks/track3_h200.py):
+  python benchmarks/cpu_default_run.py --device cuda --minutes 8 --inject-after 0 \
+      --export OUT/frontier --status-json OUT/status.json --out OUT/search-run.md
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import shlex
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -26,9 +30,13 @@ def ratchet(*args: str) -> str:
     return done.stdout
 
 
-def run_and_steer(run_dir: Path, minutes: float, inject_after: float) -> tuple[str, list[str]]:
-    """The run in a subprocess, one IDEA injected while it goes; returns its log."""
+def run_and_steer(
+    run_dir: Path, minutes: float, inject_after: float, device: str | None
+) -> tuple[str, list[str]]:
+    """The run in a subprocess, one IDEA injected while it goes (none for inject_after <= 0);
+    returns its log."""
     argv = ["run", "--run-dir", str(run_dir), "--minutes", f"{minutes:g}"]
+    argv += ["--device", device] if device else []
     proc = subprocess.Popen(
         [sys.executable, "-m", "orchestrator.cli", *argv],
         cwd=ROOT,
@@ -36,8 +44,9 @@ def run_and_steer(run_dir: Path, minutes: float, inject_after: float) -> tuple[s
         stderr=subprocess.STDOUT,
         text=True,
     )
-    time.sleep(inject_after)
-    ratchet("inject", "IDEA", IDEA, "--run-dir", str(run_dir), "--author", "benchmark")
+    if inject_after > 0:
+        time.sleep(inject_after)
+        ratchet("inject", "IDEA", IDEA, "--run-dir", str(run_dir), "--author", "benchmark")
     log, _ = proc.communicate()
     if proc.returncode != 0:
         raise SystemExit(f"ratchet run failed:\n{log}")
@@ -64,21 +73,33 @@ def _ci(value: object) -> str:
     return f"{value['median']:.3f}x [{value['ci_low']:.3f}, {value['ci_high']:.3f}]"
 
 
-def render(run_dir: Path, command: str, log: list[str], started: str) -> str:
+@dataclass(frozen=True)
+class RunInfo:
+    """How the run was made, for the report's header."""
+
+    command: str
+    log: list[str]
+    started: str
+    device: str
+    steered: bool
+
+
+def render(run_dir: Path, run: RunInfo) -> str:
     """The markdown report."""
     status = json.loads(ratchet("status", "--run-dir", str(run_dir), "--json"))
+    steered = f', with `ratchet inject IDEA "{IDEA}"` injected while it ran' if run.steered else ""
     verify = ratchet("ledger", "verify", "--run-dir", str(run_dir)).strip()
     frontier = status["frontier"]
     lines = [
-        "# Default CPU run (embedded defaults: track3 CPU configs, offline expander, SQLite)",
+        f"# Default {run.device.upper()} run (embedded defaults: track3, offline expander, SQLite)",
         "",
-        f"- Date: {started}; machine: {platform.processor() or platform.machine()}, "
+        f"- Date: {run.started}; machine: {platform.processor() or platform.machine()}, "
         f"{platform.platform()}, Python {platform.python_version()}",
-        f'- Command: `{command}`, with `ratchet inject IDEA "{IDEA}"` injected while it ran',
+        f"- Command: `{run.command}`{steered}",
         "- Produced by: `python benchmarks/cpu_default_run.py` (this file is its output)",
         f"- Baseline: {status['baseline']}",
-        "- Timings are CPU wall-clock (perf_counter_ns, one judge thread), interleaved ABBA "
-        "rounds; never GPU performance.",
+        "- Timings: CPU wall-clock (perf_counter_ns, one judge thread) on the CPU, CUDA events "
+        "on a GPU; interleaved ABBA rounds.",
         "",
         "## Summary",
         "",
@@ -115,7 +136,7 @@ def render(run_dir: Path, command: str, log: list[str], started: str) -> str:
         lines.append(
             f"| {idea['id']} | {idea['source']} | {idea['trials']} | {idea['successes']} |"
         )
-    lines += ["", "## Run log", "", "```", *log, "```", ""]
+    lines += ["", "## Run log", "", "```", *run.log, "```", ""]
     return "\n".join(lines)
 
 
@@ -125,13 +146,21 @@ def main() -> None:
     parser.add_argument("--run-dir", type=Path, default=Path("/tmp/ratchet-cpu-default-run"))
     parser.add_argument("--inject-after", type=float, default=30.0)
     parser.add_argument("--out", type=Path, default=ROOT / "docs/results/cpu-default-run.md")
+    parser.add_argument("--device", default=None, help="cpu (default) or cuda")
+    parser.add_argument("--export", type=Path, help="also export the frontier to this directory")
+    parser.add_argument("--status-json", type=Path, help="also write `ratchet status --json` here")
     args = parser.parse_args()
     if args.run_dir.exists():
         raise SystemExit(f"{args.run_dir} exists: pass a new --run-dir")
     started = datetime.now(UTC).isoformat(timespec="seconds")
-    command, log = run_and_steer(args.run_dir, args.minutes, args.inject_after)
+    command, log = run_and_steer(args.run_dir, args.minutes, args.inject_after, args.device)
+    if args.export:
+        ratchet("export", "--run-dir", str(args.run_dir), "--out", str(args.export))
+    if args.status_json:
+        args.status_json.write_text(ratchet("status", "--run-dir", str(args.run_dir), "--json"))
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(render(args.run_dir, command, log, started))
+    run = RunInfo(command, log, started, args.device or "cpu", args.inject_after > 0)
+    args.out.write_text(render(args.run_dir, run))
     print(f"wrote {args.out}")
 
 

@@ -4,6 +4,10 @@ per-config medians, speedups, failed elements and floor ratios to docs/results/.
 
 Usage (H200):
   python benchmarks/track3_h200.py --frontier export/candidate.py --ledger-summary status.json
+Across several GPU commands (each is capped at 10 minutes):
+  python benchmarks/track3_h200.py --frontier F --configs 1,2,3,4,5,6,7 --json-out a.json
+  python benchmarks/track3_h200.py --frontier F --configs 8,9,10,11,12,13 --json-out b.json
+  python benchmarks/track3_h200.py --merge a.json b.json
 Smoke test (CPU):
   python benchmarks/track3_h200.py --device cpu --configs cpu-1 --compile-mode none \
       --frontier kernels/track3/seed_candidate.py --out /tmp/t3.md
@@ -220,18 +224,53 @@ def render(report: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def merge_reports(paths: list[Path]) -> dict[str, Any]:
+    """One report from runs over disjoint config subsets (one GPU command is capped at 10
+    minutes; the compile arm alone takes ~40 s per config). Same frontier and modes required."""
+    reports = [json.loads(p.read_text()) for p in paths]
+    first = reports[0]
+    for other in reports[1:]:
+        for key in ("frontier", "compile_mode", "baseline"):
+            if other[key] != first[key]:
+                raise SystemExit(f"--merge: {key} differs ({first[key]!r} vs {other[key]!r})")
+    rows = [row for r in reports for row in r["rows"]]
+    seen = [row["config"] for row in rows]
+    if len(seen) != len(set(seen)):
+        raise SystemExit(f"--merge: a config appears twice: {seen}")
+    return {
+        **first,
+        "command": "; ".join(r["command"] for r in reports),
+        "rows": rows,
+        "summary": summarize(rows),
+        "ledger_summary": next((r["ledger_summary"] for r in reports if r["ledger_summary"]), None),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--configs", default=",".join(str(i) for i in range(1, 14)))
-    parser.add_argument("--frontier", type=Path, required=True, help="candidate.py to measure")
+    parser.add_argument("--frontier", type=Path, help="candidate.py to measure")
+    parser.add_argument(
+        "--merge", type=Path, nargs="+", help="render these --json-out files as one"
+    )
     parser.add_argument("--compile-mode", default="max-autotune", help="or 'none' to skip")
     parser.add_argument("--rounds", type=int, default=30, help="ABBA rounds per config")
     parser.add_argument("--ledger-summary", type=Path, help="`ratchet status --json` of the run")
     parser.add_argument("--out", type=Path, default=ROOT / "docs/results/track3-h200.md")
     parser.add_argument("--json-out", type=Path)
     args = parser.parse_args()
-    if not args.frontier.is_file():
+    if args.merge:
+        missing = [str(p) for p in args.merge if not p.is_file()]
+        if missing:
+            raise SystemExit(f"--merge: no such file(s): {missing}")
+        merged = merge_reports(args.merge)
+        if args.json_out:
+            args.json_out.write_text(json.dumps(merged, indent=2, default=str))
+        args.out.write_text(render(merged))
+        print(f"wrote {args.out}")
+        return
+    if args.frontier is None or not args.frontier.is_file():
         raise SystemExit(f"--frontier {args.frontier}: no such file; pass a candidate.py")
     if args.ledger_summary and not args.ledger_summary.is_file():
         raise SystemExit(f"--ledger-summary {args.ledger_summary}: no such file")

@@ -68,6 +68,11 @@ TUNABLE_SPACE = {
         "values": ["auto", "4", "8"],
         "doc": "warps per program of the fused kernels (auto: 4)",
     },
+    "batch_chunk": {
+        "values": ["none", "auto", "1"],
+        "doc": "run the batch whole, or in groups of sequences whose activations fit half the "
+        "free device memory (auto, CUDA; what a 100k-token config needs), or one at a time",
+    },
     "whole_model_compile": {
         "values": ["none", "default", "max-autotune-no-cudagraphs"],
         "doc": "torch.compile the unfused forward (CUDA only; the shared Inductor cache makes "
@@ -93,6 +98,7 @@ TUNABLES = {
     "fused_kernel": "none",
     "fused_rows": "auto",
     "fused_warps": "auto",
+    "batch_chunk": "none",
     "whole_model_compile": "none",
     "graph_capture": "none",
 }
@@ -665,6 +671,26 @@ def _fused_fits(model: Any, x: torch.Tensor) -> bool:
     )
 
 
+def _sequences_per_chunk(model: Any, x: torch.Tensor) -> int | None:
+    """None: run the batch whole. Otherwise the sequences per pass that keep one pass's
+    activations within half the device's free memory (or the fixed count chosen)."""
+    mode = model.tunables["batch_chunk"]
+    batch, seq, width = x.shape
+    if mode == "none" or (mode == "auto" and not x.is_cuda):
+        return None
+    if mode != "auto":
+        return max(1, min(batch, int(mode)))
+    first = model.layers[0]
+    # Live bytes of one sequence through a block, temporaries included, generously counted;
+    # explicit attention also holds scores, probabilities and masks per head.
+    per_sequence = seq * (40 * width + 8 * first.ffn_in.out_features)
+    if model.tunables["attention"] == "explicit":
+        per_sequence += 12 * first.attention.num_heads * seq * seq
+    free, _ = torch.cuda.mem_get_info(x.device)
+    fits = (free // 2) // per_sequence
+    return None if fits >= batch else max(1, fits)
+
+
 class _Captured:
     """A captured forward: the graph and the static tensors it reads and writes."""
 
@@ -756,9 +782,19 @@ class OptimizedTransformer(nn.Module):
         captured.graph.replay()
         return captured.out.clone()  # never hand out the graph's own buffer
 
+    def _chunked(self, x: torch.Tensor, mask: torch.Tensor | None, chunk: int) -> torch.Tensor:
+        out = torch.empty_like(x)
+        for start in range(0, x.shape[0], chunk):
+            rows = slice(start, start + chunk)
+            out[rows] = self._eager(x[rows], None if mask is None else mask[rows])
+        return out
+
     def forward(
         self, x: torch.Tensor, valid_token_mask: torch.Tensor | None = None
     ) -> torch.Tensor:
+        chunk = _sequences_per_chunk(self, x)
+        if chunk is not None:  # memory-bounded: whole model per group of sequences, no graph
+            return self._chunked(x, valid_token_mask, chunk)
         graphed = self.tunables["graph_capture"] == "cuda_graph"
         if graphed and x.is_cuda and not torch.is_grad_enabled():
             return self._graphed(x, valid_token_mask)

@@ -1,0 +1,40 @@
+"""The track3 benchmark script end to end on the CPU: two runs over disjoint configs, merged."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "benchmarks/track3_h200.py"
+SEED = ROOT / "kernels/track3/seed_candidate.py"
+
+
+def bench(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), *args], capture_output=True, text=True, cwd=ROOT, timeout=600
+    )
+
+
+def test_runs_over_config_subsets_merge_into_one_table(tmp_path: Path) -> None:
+    parts = []
+    for name, config in (("a", "cpu-5"), ("b", "cpu-2")):
+        out = tmp_path / f"{name}.json"
+        done = bench(
+            "--device", "cpu", "--configs", config, "--compile-mode", "none", "--rounds", "3",
+            "--frontier", str(SEED), "--out", str(tmp_path / f"{name}.md"), "--json-out", str(out),
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-2000:]
+        parts.append(out)
+    done = bench("--merge", *map(str, parts), "--out", str(tmp_path / "all.md"))
+    assert done.returncode == 0, done.stderr[-2000:]
+    table = (tmp_path / "all.md").read_text()
+    assert "| cpu-5 |" in table and "| cpu-2 |" in table and "frontier over baseline" in table
+    # The seed with default tunables is the reference: no failed element on either config.
+    rows = [json.loads(p.read_text())["rows"][0] for p in parts]
+    assert all(r["failed"]["frontier"][0] == 0 for r in rows)
+    # A config measured twice cannot be merged.
+    done = bench("--merge", str(parts[0]), str(parts[0]), "--out", str(tmp_path / "x.md"))
+    assert done.returncode != 0 and "appears twice" in done.stderr
