@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from agents.llm.anthropic_backend import AnthropicBackend
-from agents.llm.conversation import LLMBackend
+from agents.llm.conversation import ClientOptions, LLMBackend
 from agents.llm.openai_backend import OpenAIBackend
 from agents.llm.session import Budget, LLMSession, Pricing, ReplayBackend, pricing_for
 from ledger import Ledger
@@ -48,17 +48,17 @@ def make_backend(settings: Settings, environ: Mapping[str, str] | None = None) -
             return ReplayBackend(path)
         except ValueError as exc:
             raise LLMSetupError(str(exc)) from exc
-    model = settings.llm_model or DEFAULT_MODELS[kind]
-    options = {
-        "temperature": settings.llm_temperature,
-        "base_url": settings.llm_base_url,
-        "max_retries": settings.llm_max_retries,
-        "timeout_s": settings.llm_timeout_s,
-    }
-    key = _api_key(settings, kind, environ)
+    options = ClientOptions(
+        model=settings.llm_model or DEFAULT_MODELS[kind],
+        api_key=_api_key(settings, kind, environ),
+        temperature=settings.llm_temperature,
+        base_url=settings.llm_base_url,
+        max_retries=settings.llm_max_retries,
+        timeout_s=settings.llm_timeout_s,
+    )
     if kind is ExpanderKind.ANTHROPIC:
-        return AnthropicBackend(model, key, **options)  # type: ignore[arg-type]
-    return OpenAIBackend(model, key, **options)  # type: ignore[arg-type]
+        return AnthropicBackend(options)
+    return OpenAIBackend(options)
 
 
 def pricing(settings: Settings, backend: LLMBackend) -> Pricing:

@@ -6,12 +6,12 @@ import json
 from typing import Any
 
 import anthropic
-import httpx2
 
 from agents.llm.conversation import (
     AssistantItem,
     AssistantTurn,
     BackendKind,
+    ClientOptions,
     Conversation,
     LLMError,
     ToolCall,
@@ -90,25 +90,10 @@ class AnthropicBackend:
 
     kind = BackendKind.ANTHROPIC
 
-    def __init__(
-        self,
-        model: str,
-        api_key: str,
-        temperature: float | None = None,
-        http_client: httpx2.Client | None = None,
-        base_url: str | None = None,
-        max_retries: int = 3,
-        timeout_s: float = 120.0,
-    ) -> None:
-        self.model = model
-        self.temperature = temperature
-        self._client = anthropic.Anthropic(
-            api_key=api_key,
-            base_url=base_url,
-            http_client=http_client,
-            max_retries=max_retries,
-            timeout=timeout_s,
-        )
+    def __init__(self, options: ClientOptions) -> None:
+        self.model = options.model
+        self.temperature = options.temperature
+        self._client = anthropic.Anthropic(**options.sdk_kwargs())
 
     def respond(
         self, conversation: Conversation, tools: list[ToolSpec], max_output_tokens: int

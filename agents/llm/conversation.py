@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -104,6 +105,30 @@ class BackendKind(enum.StrEnum):
     ANTHROPIC = "anthropic"
     OPENAI = "openai"
     REPLAY = "replay"
+
+
+@dataclass(frozen=True)
+class ClientOptions:
+    """How a backend reaches its vendor: the official SDK client's settings."""
+
+    model: str
+    api_key: str
+    temperature: float | None = None
+    # An httpx2.Client (tests pass one over a MockTransport); None lets the SDK build its own.
+    http_client: Any = None
+    base_url: str | None = None
+    max_retries: int = 3
+    timeout_s: float = 120.0
+
+    def sdk_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments of anthropic.Anthropic(...) and openai.OpenAI(...) alike."""
+        return {
+            "api_key": self.api_key,
+            "base_url": self.base_url,
+            "http_client": self.http_client,
+            "max_retries": self.max_retries,
+            "timeout": self.timeout_s,
+        }
 
 
 class LLMError(RuntimeError):

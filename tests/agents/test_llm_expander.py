@@ -12,7 +12,7 @@ import pytest
 
 from agents.expander import ExpansionOutcome, ExpansionRequest, ExpansionResult, IdeaBrief
 from agents.llm.anthropic_backend import AnthropicBackend
-from agents.llm.conversation import LLMBackend
+from agents.llm.conversation import ClientOptions, LLMBackend
 from agents.llm.openai_backend import OpenAIBackend
 from agents.llm.session import (
     Budget,
@@ -35,21 +35,25 @@ WORKLOAD = softmax_workload()
 
 def anthropic(script: Script) -> AnthropicBackend:
     return AnthropicBackend(
-        "claude-sonnet-fake",
-        "sk-test",
-        http_client=client(anthropic_handler(script)),
-        base_url="http://fake.anthropic",
-        max_retries=2,
+        ClientOptions(
+            model="claude-sonnet-fake",
+            api_key="sk-test",
+            http_client=client(anthropic_handler(script)),
+            base_url="http://fake.anthropic",
+            max_retries=2,
+        )
     )
 
 
 def openai_backend(script: Script) -> OpenAIBackend:
     return OpenAIBackend(
-        "gpt-5-fake",
-        "sk-test",
-        http_client=client(openai_handler(script)),
-        base_url="http://fake.openai/v1",
-        max_retries=2,
+        ClientOptions(
+            model="gpt-5-fake",
+            api_key="sk-test",
+            http_client=client(openai_handler(script)),
+            base_url="http://fake.openai/v1",
+            max_retries=2,
+        )
     )
 
 
