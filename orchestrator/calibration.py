@@ -23,9 +23,8 @@ from harness.runner import run_evaluation
 from harness.trials import correctness_trials, new_salt
 from kernels.workload import ConfigSet
 from ledger import EventRecord, FingerprintRecord
-from orchestrator.evaluation import Judging
+from orchestrator.evaluation import Judging, commit_arm
 from orchestrator.events import EventKind, Payload
-from orchestrator.workspace import materialize
 
 CONFIG_CLASSES = (("launch", 3e5), ("mid", 1e6), ("heavy", math.inf))  # by per-call ns
 
@@ -142,19 +141,7 @@ def calibrate_noise(
     """Time the seed against a byte-identical copy of itself on every config; the result is
     keyed to the qualified device's fingerprint."""
     work = judging.evals_dir / "calibration"
-    arms = []
-    for name in ("candidate", "twin"):
-        assert judging.repo is not None, "calibration needs the run's repository"
-        tree = materialize(judging.repo, seed_sha, work / "arms" / name)
-        arms.append(
-            ArmSpec(
-                name=name,
-                kind=ArmKind.MODULE,
-                module_path=str(tree / judging.workload.candidate_file),
-                entry_point=judging.workload.static_policy.entry_point,
-                commit_sha=seed_sha,
-            )
-        )
+    arms = [commit_arm(judging, name, seed_sha, work) for name in ("candidate", "twin")]
     timed = [c for c in config_set.config_ids if c in judging.runnable_ids]
     request = EvaluationRequest(
         evaluation_id=f"{seed_sha}:aa",

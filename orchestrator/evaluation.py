@@ -57,25 +57,28 @@ class StageRequest:
     config_weights: dict[str, float]
 
 
+def commit_arm(judging: Judging, name: str, sha: str, work: Path) -> ArmSpec:
+    """An arm running the candidate file of commit `sha`, materialized under `work`."""
+    assert judging.repo is not None, "arms from commits need the run's repository"
+    tree = materialize(judging.repo, sha, work / "arms" / name)
+    return ArmSpec(
+        name=name,
+        kind=ArmKind.MODULE,
+        module_path=str(tree / judging.workload.candidate_file),
+        entry_point=judging.workload.static_policy.entry_point,
+        commit_sha=sha,
+    )
+
+
 def build_request(judging: Judging, job: StageRequest) -> EvaluationRequest:
     """Materialize every arm's tree and describe the evaluation for the judge."""
     work = judging.evals_dir / f"step-{job.step:05d}-{job.stage.value}"
-    arms = []
-    for name, sha in job.arms.items():
-        if sha == REFERENCE_SHA:
-            arms.append(ArmSpec(name=name, kind=ArmKind.REFERENCE, commit_sha=REFERENCE_SHA))
-            continue
-        assert judging.repo is not None, "arms from commits need the run's repository"
-        tree = materialize(judging.repo, sha, work / "arms" / name)
-        arms.append(
-            ArmSpec(
-                name=name,
-                kind=ArmKind.MODULE,
-                module_path=str(tree / judging.workload.candidate_file),
-                entry_point=judging.workload.static_policy.entry_point,
-                commit_sha=sha,
-            )
-        )
+    arms = [
+        ArmSpec(name=name, kind=ArmKind.REFERENCE, commit_sha=REFERENCE_SHA)
+        if sha == REFERENCE_SHA
+        else commit_arm(judging, name, sha, work)
+        for name, sha in job.arms.items()
+    ]
     salt = new_salt()
     oracle_ids = [c for c in job.config_ids if c not in judging.runnable_ids]
     return EvaluationRequest(

@@ -7,6 +7,7 @@ import secrets
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -103,6 +104,23 @@ def _rows(result: EvaluationResult) -> list[JudgeConfigRow]:
     return rows
 
 
+def _rejected_before_running(base: dict[str, Any], reason: str, message: str) -> JudgeReport:
+    """A rejection with nothing measured: the module never ran."""
+    return JudgeReport(
+        **base,
+        verdict="rejected",
+        reason=reason,
+        message=message,
+        configs=[],
+        speedup=None,
+        ci_low=None,
+        ci_high=None,
+        tainted=False,
+        taint=[],
+        fingerprint={},
+    )
+
+
 def judge_module(
     path: Path, workload: Workload, judging: Judging, config_ids: list[str]
 ) -> JudgeReport:
@@ -125,35 +143,11 @@ def judge_module(
         "static_findings": report.findings,
     }
     if not report.passed:
-        return JudgeReport(
-            **base,
-            verdict="rejected",
-            reason="static_check",
-            message=report.summary(),
-            configs=[],
-            speedup=None,
-            ci_low=None,
-            ci_high=None,
-            tainted=False,
-            taint=[],
-            fingerprint={},
-        )
+        return _rejected_before_running(base, "static_check", report.summary())
     try:
         peaks, _ = qualify(judging)
     except NotQualifiedError as exc:
-        return JudgeReport(
-            **base,
-            verdict="rejected",
-            reason="no_run",
-            message=str(exc),
-            configs=[],
-            speedup=None,
-            ci_low=None,
-            ci_high=None,
-            tainted=False,
-            taint=[],
-            fingerprint={},
-        )
+        return _rejected_before_running(base, "no_run", str(exc))
     work = judging.evals_dir
     module = work / "arms" / "candidate" / CANDIDATE_FILE
     module.parent.mkdir(parents=True, exist_ok=True)

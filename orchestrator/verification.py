@@ -9,11 +9,11 @@ from harness.models import ArmKind, ArmSpec, EvaluationRequest, Outcome
 from harness.runner import run_evaluation
 from harness.trials import correctness_trials, new_salt
 from ledger import Record
-from orchestrator.evaluation import ratio_dict
+from orchestrator.evaluation import commit_arm, ratio_dict
 from orchestrator.events import EventKind, FrontierDemoted, Verification
 from orchestrator.settings import default_timing
 from orchestrator.stages import LoopContext, estimate
-from orchestrator.workspace import materialize, read_file
+from orchestrator.workspace import read_file
 from search import VerificationEvidence, VerificationVerdict, decide_verification
 
 PLANTED_ENTRY = "RatchetPlantedSlowdown"
@@ -30,22 +30,14 @@ class {planted}({entry}):
 
 
 def _arms(ctx: LoopContext, sha: str, against: str) -> list[ArmSpec]:
-    work = ctx.paths.evals / f"verify-{sha[:12]}" / "arms"
+    work = ctx.paths.evals / f"verify-{sha[:12]}"
     entry = ctx.workload.static_policy.entry_point
     file = ctx.workload.candidate_file
-    arms = []
-    for name, commit in (("candidate", sha), ("frontier", against), ("twin", sha)):
-        tree = materialize(ctx.repo, commit, work / name)
-        arms.append(
-            ArmSpec(
-                name=name,
-                kind=ArmKind.MODULE,
-                module_path=str(tree / file),
-                entry_point=entry,
-                commit_sha=commit,
-            )
-        )
-    planted = work / "planted" / file
+    arms = [
+        commit_arm(ctx.judging, name, commit, work)
+        for name, commit in (("candidate", sha), ("frontier", against), ("twin", sha))
+    ]
+    planted = work / "arms" / "planted" / file
     planted.parent.mkdir(parents=True, exist_ok=True)
     source = read_file(ctx.repo, sha, file)
     planted.write_text(source + PLANTED.format(planted=PLANTED_ENTRY, entry=entry))
