@@ -45,7 +45,8 @@ def softmax_script(turn: int, results: list[str]) -> tuple[str, dict[str, Any]] 
     return "commit", {"message": message}
 
 
-def _anthropic_history(body: dict[str, Any]) -> tuple[int, list[str]]:
+def anthropic_history(body: dict[str, Any]) -> tuple[int, list[str]]:
+    """Assistant turns so far and the tool results sent back, from a Messages request body."""
     turns = sum(1 for m in body["messages"] if m["role"] == "assistant")
     results = [
         block["content"]
@@ -78,7 +79,7 @@ def anthropic_handler(script: Script) -> Callable[[httpx2.Request], httpx2.Respo
             status = script.failures.pop(0)
             error = {"type": "error", "error": {"type": "rate_limit_error", "message": "slow down"}}
             return httpx2.Response(status, json=error, headers={"retry-after": "0"})
-        turn, results = _anthropic_history(body)
+        turn, results = anthropic_history(body)
         action = script.turn(turn, results)
         content: list[dict[str, Any]]
         if action is None:

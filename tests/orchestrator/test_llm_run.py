@@ -13,6 +13,7 @@ import pytest
 
 from ledger import Ledger
 from orchestrator import cli, service
+from tests.agents.fake_llm import anthropic_history
 from tests.orchestrator.conftest import ListReporter, fast_settings
 from tests.orchestrator.fake_server import anthropic_reply, proposals_json, serve
 
@@ -43,14 +44,7 @@ class FakeClaude:
         return self._expander(body)
 
     def _expander(self, body: dict[str, Any]) -> httpx2.Response:
-        turn = sum(1 for m in body["messages"] if m["role"] == "assistant")
-        results = [
-            block["content"]
-            for m in body["messages"]
-            if m["role"] == "user" and isinstance(m["content"], list)
-            for block in m["content"]
-            if block.get("type") == "tool_result"
-        ]
+        turn, results = anthropic_history(body)
         if turn == 0:
             name, args = "read_file", {"path": "candidate.py"}
         elif turn == 1:  # a multi-file edit: the code and a notes file, in one turn
