@@ -12,12 +12,15 @@ import argparse
 import json
 import platform
 import shlex
+import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 IDEA = "Keep Q, K and V as strided views and pack the QKV projection"
@@ -30,11 +33,49 @@ def ratchet(*args: str) -> str:
     return done.stdout
 
 
-def run_and_steer(
-    run_dir: Path, minutes: float, inject_after: float, device: str | None
-) -> tuple[str, list[str]]:
+@dataclass(frozen=True)
+class RunPlan:
+    """What to run: budget, steering and the hard stop."""
+
+    run_dir: Path
+    minutes: float
+    inject_after: float
+    device: str | None
+    hard_stop_s: float | None
+
+
+def _stop_at(proc: subprocess.Popen[str], hard_stop_s: float) -> bool:
+    """A step that starts just before the budget ends still runs to its end (a full sweep and
+    the frontier's verification take minutes on a GPU): past hard_stop_s the run is asked to
+    stop after its current stage, and 60 s later to stop at once. The ledger keeps every
+    closed step either way."""
+    signalled = False
+    for grace in (hard_stop_s, 60.0):
+        try:
+            proc.wait(timeout=grace)
+            return signalled
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGTERM)
+            signalled = True
+    return signalled
+
+
+def _echo(stream: Any, lines: list[str]) -> None:
+    """Keep the run's log and show it live (a GPU command's output is its only progress)."""
+    for line in stream:
+        lines.append(line)
+        print(line, end="", flush=True)
+
+
+def run_and_steer(plan: RunPlan) -> tuple[str, list[str]]:
     """The run in a subprocess, one IDEA injected while it goes (none for inject_after <= 0);
     returns its log."""
+    run_dir, minutes, inject_after, device = (
+        plan.run_dir,
+        plan.minutes,
+        plan.inject_after,
+        plan.device,
+    )
     argv = ["run", "--run-dir", str(run_dir), "--minutes", f"{minutes:g}"]
     argv += ["--device", device] if device else []
     proc = subprocess.Popen(
@@ -47,8 +88,16 @@ def run_and_steer(
     if inject_after > 0:
         time.sleep(inject_after)
         ratchet("inject", "IDEA", IDEA, "--run-dir", str(run_dir), "--author", "benchmark")
-    log, _ = proc.communicate()
-    if proc.returncode != 0:
+    lines: list[str] = []
+    reader = threading.Thread(target=_echo, args=(proc.stdout, lines), daemon=True)
+    reader.start()
+    signalled = False
+    if plan.hard_stop_s is not None:
+        signalled = _stop_at(proc, max(0.0, plan.hard_stop_s - max(inject_after, 0.0)))
+    proc.wait()
+    reader.join()
+    log = "".join(lines)
+    if proc.returncode != 0 and not signalled:
         raise SystemExit(f"ratchet run failed:\n{log}")
     return "ratchet " + " ".join(shlex.quote(a) for a in argv), log.splitlines()
 
@@ -149,11 +198,18 @@ def main() -> None:
     parser.add_argument("--device", default=None, help="cpu (default) or cuda")
     parser.add_argument("--export", type=Path, help="also export the frontier to this directory")
     parser.add_argument("--status-json", type=Path, help="also write `ratchet status --json` here")
+    parser.add_argument(
+        "--hard-stop-s",
+        type=float,
+        default=None,
+        help="signal the run to stop after its current stage this many seconds after start",
+    )
     args = parser.parse_args()
     if args.run_dir.exists():
         raise SystemExit(f"{args.run_dir} exists: pass a new --run-dir")
     started = datetime.now(UTC).isoformat(timespec="seconds")
-    command, log = run_and_steer(args.run_dir, args.minutes, args.inject_after, args.device)
+    plan = RunPlan(args.run_dir, args.minutes, args.inject_after, args.device, args.hard_stop_s)
+    command, log = run_and_steer(plan)
     if args.export:
         ratchet("export", "--run-dir", str(args.run_dir), "--out", str(args.export))
     if args.status_json:

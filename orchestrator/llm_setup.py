@@ -6,9 +6,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from agents.llm.anthropic_backend import AnthropicBackend
 from agents.llm.conversation import ClientOptions, LLMBackend
-from agents.llm.openai_backend import OpenAIBackend
 from agents.llm.session import Budget, LLMSession, Pricing, ReplayBackend, pricing_for
 from ledger import Ledger
 from orchestrator.events import EventKind
@@ -56,9 +54,21 @@ def make_backend(settings: Settings, environ: Mapping[str, str] | None = None) -
         max_retries=settings.llm_max_retries,
         timeout_s=settings.llm_timeout_s,
     )
-    if kind is ExpanderKind.ANTHROPIC:
-        return AnthropicBackend(options)
-    return OpenAIBackend(options)
+    # The vendor SDKs load only when a vendor is chosen: offline and replay runs (and a GPU
+    # machine without them installed) need neither.
+    try:
+        if kind is ExpanderKind.ANTHROPIC:
+            from agents.llm.anthropic_backend import AnthropicBackend
+
+            return AnthropicBackend(options)
+        from agents.llm.openai_backend import OpenAIBackend
+
+        return OpenAIBackend(options)
+    except ImportError as exc:
+        raise LLMSetupError(
+            f"--expander {kind.value} needs the {exc.name!r} package, which is not importable "
+            f"here ({exc}): pip install {exc.name}, or use --expander offline"
+        ) from exc
 
 
 def pricing(settings: Settings, backend: LLMBackend) -> Pricing:
