@@ -179,7 +179,12 @@ def render(run_dir: Path, run: RunInfo) -> str:
         )
     lines += ["", "## Frontier per config (uncapped speedup over the baseline)", ""]
     lines += ["| config | speedup |", "|---|---:|"]
-    lines += [f"| {cid} | {v:.3f}x |" for cid, v in frontier["per_config_speedup"].items()]
+    per_config = frontier["per_config_speedup"].items()
+    ordered = sorted(
+        per_config,
+        key=lambda kv: (not kv[0].isdigit(), int(kv[0]) if kv[0].isdigit() else 0, kv[0]),
+    )
+    lines += [f"| {cid} | {v:.3f}x |" for cid, v in ordered]
     lines += ["", "## Ideas", "", "| idea | source | trials | successes |", "|---|---|---:|---:|"]
     for idea in sorted(status["ideas"], key=lambda i: (-i["trials"], i["id"])):
         lines.append(

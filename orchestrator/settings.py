@@ -160,7 +160,9 @@ def default_timing(device_kind: str, stage: str) -> TimingPlan:
             warmup_calls=20,
             target_block_s=0.002,
             max_rounds=400,
-            budget_s=8.0,
+            # Host-bound configs never reach the 1% half-width: 4 s each keeps a 13-config
+            # sweep near a minute (8 s made it 100 s on the H200, a third of a search step).
+            budget_s=4.0,
             target_half_width=0.01,
         )
     if stage == "screen":

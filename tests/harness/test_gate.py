@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from harness.gate import check_output_type, count_failures, inputs_unchanged, judge_trial
@@ -70,3 +71,26 @@ def test_input_comparison_is_bit_exact() -> None:
     flipped = mask.clone()
     flipped[1] = True
     assert not inputs_unchanged((x, flipped), pristine)
+
+
+def _whole_tensor_failures(out: torch.Tensor, ref: torch.Tensor) -> tuple[int, float]:
+    err = (out - ref).abs()
+    good = out.isfinite() & ref.isfinite() & ((err < STRICT.atol) | (err < STRICT.rtol * ref.abs()))
+    return int((~good).sum()), float(err[err.isfinite()].max())
+
+
+def test_chunked_comparison_counts_like_the_whole_tensor(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Outputs are compared in chunks (config 14's 3.28e9 elements); chunk edges lose nothing,
+    the largest error may sit in the last, partial chunk."""
+    import harness.gate as gate
+
+    g = torch.Generator().manual_seed(0)
+    ref = torch.randn(7, 13, 11, generator=g)
+    out = ref + torch.randn(7, 13, 11, generator=g) * 0.003
+    out.view(-1)[[0, 63, 64, 500]] = torch.tensor([float("nan"), 5.0, -5.0, float("inf")])
+    out.view(-1)[-1] = ref.view(-1)[-1] + 9.0
+    want = _whole_tensor_failures(out, ref)
+    monkeypatch.setattr(gate, "_CHUNK_ELEMENTS", 64)
+    failed, max_abs = count_failures(out, ref, STRICT)
+    assert (failed, max_abs) == (want[0], want[1])
+    assert max_abs is not None and abs(max_abs - 9.0) < 1e-4 and failed > 4
