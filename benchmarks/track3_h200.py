@@ -292,15 +292,29 @@ def main() -> None:
     )
     qualification = qualify_device(args.device, time.perf_counter_ns)
     peaks = DevicePeaks.model_validate(qualification) if qualification else None
-    rows = []
+    rows: list[dict[str, Any]] = []
+    workload = resolve_workload("track3")
     for config_id in args.configs.split(","):
         row = measure_config(args.device, arms, config_id, plan, peaks)
         print(json.dumps(row, default=str)[:600], flush=True)
         rows.append(row)
-    workload = resolve_workload("track3")
-    report = {
+        if args.json_out:  # what is measured survives a command cut off at its time limit
+            partial = _report(args, qualification, rows, workload.baseline)
+            args.json_out.write_text(json.dumps(partial, indent=2, default=str))
+    report = _report(args, qualification, rows, workload.baseline)
+    if args.json_out:
+        args.json_out.write_text(json.dumps(report, indent=2, default=str))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(render(report))
+    print(f"wrote {args.out}")
+
+
+def _report(
+    args: argparse.Namespace, qualification: Any, rows: list[dict[str, Any]], baseline: str
+) -> dict[str, Any]:
+    return {
         "command": "python " + " ".join(sys.argv),
-        "baseline": workload.baseline,
+        "baseline": baseline,
         "compile_mode": args.compile_mode,
         "frontier": str(args.frontier),
         "qualification": qualification,
@@ -310,11 +324,6 @@ def main() -> None:
         if args.ledger_summary
         else None,
     }
-    if args.json_out:
-        args.json_out.write_text(json.dumps(report, indent=2, default=str))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(render(report))
-    print(f"wrote {args.out}")
 
 
 if __name__ == "__main__":
