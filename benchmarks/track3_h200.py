@@ -188,11 +188,13 @@ def render(report: dict[str, Any]) -> str:
         "timer (CUDA events, L2 flushed before calls >= 100 us, inputs redrawn per block). "
         "Failed elements: the gate's strict comparator over the 5 official trials "
         "(seeds 1234-1238). Floor ratio: frontier median / roofline floor (0.5 x the larger of "
-        "FLOPs / measured matmul rate and bytes / measured bandwidth).",
+        "FLOPs / measured matmul rate and bytes / measured bandwidth). Tainted: the judge's "
+        "contention readings while the config was timed (other processes on the GPU, host "
+        "cores busy elsewhere, clock slowdowns).",
         "",
         "| config | eager ms | compile ms | frontier ms | x eager | x compile | failed "
-        "(compile) | failed (frontier) | floor ratio | compile first call s |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "(compile) | failed (frontier) | floor ratio | compile first call s | tainted |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for r in report["rows"]:
         med = r["median_ns"]
@@ -210,10 +212,11 @@ def render(report: dict[str, Any]) -> str:
         first = r["first_call_s"].get("compiled")
         lines.append(
             f"| {r['config']} | {cell(eager)} | {cell(comp)} | {cell(front)} | {x_eager} | "
-            f"{x_comp} | {fc} | {ff} | {floor} | {'-' if first is None else f'{first:.1f}'} |"
+            f"{x_comp} | {fc} | {ff} | {floor} | {'-' if first is None else f'{first:.1f}'} | "
+            f"{'; '.join(t.split(': ', 1)[-1] for t in r.get('tainted') or []) or '-'} |"
         )
         if r.get("error"):
-            lines.append(f"|  | judge: {r['error'][:150]} |||||||||")
+            lines.append(f"|  | judge: {r['error'][:150]} ||||||||||")
     summary = report["summary"]
     lines += ["", "Geometric means over the configs above:", ""]
     for key, value in summary.items():

@@ -10,6 +10,9 @@ from dataclasses import dataclass, field
 # nvidia-smi clock-event bits that mean the chip slowed itself down (not merely idle/capped).
 _SLOWDOWN_BITS = {0x8: "hw_slowdown", 0x20: "sw_thermal", 0x40: "hw_thermal", 0x80: "power_brake"}
 FOREIGN_CPU_LIMIT = 0.5  # cores of other processes' work tolerated during CPU timing
+# GPU timing (CUDA events) feels the host only when its cores run short: a tenth of the
+# machine's cores may be busy elsewhere (a judge on the host's other GPU uses about one).
+GPU_HOST_SHARE = 0.1
 
 
 @dataclass
@@ -49,17 +52,46 @@ def _nvidia_smi(args: list[str]) -> list[str]:
     return [line.strip() for line in done.stdout.splitlines() if line.strip()]
 
 
-def _gpu_state() -> tuple[list[int], float | None, list[str]]:
+def _bare_uuid(uuid: str) -> str:
+    return uuid.strip().lower().removeprefix("gpu-")
+
+
+def compute_pids(lines: list[str], gpu_uuid: str | None) -> list[int]:
+    """PIDs from `nvidia-smi --query-compute-apps=pid,gpu_uuid` on the judged GPU; all GPUs
+    when the judged one is unknown (a process elsewhere then taints, never the reverse)."""
     pids = []
-    for line in _nvidia_smi(["--query-compute-apps=pid", "--format=csv,noheader,nounits"]):
-        if line.isdigit():
-            pids.append(int(line))
+    for line in lines:
+        pid, _, uuid = (part.strip() for part in line.partition(","))
+        if pid.isdigit() and (gpu_uuid is None or _bare_uuid(uuid) == _bare_uuid(gpu_uuid)):
+            pids.append(int(pid))
+    return pids
+
+
+def judged_gpu_row(rows: list[str], gpu_uuid: str | None) -> list[str] | None:
+    """The `uuid, clocks.sm, clocks_event_reasons.active` row of the judged GPU (the first
+    GPU's when the judged one is unknown or not listed)."""
+    parsed = [[p.strip() for p in row.split(",")] for row in rows]
+    for parts in parsed:
+        if gpu_uuid is not None and _bare_uuid(parts[0]) == _bare_uuid(gpu_uuid):
+            return parts[1:]
+    return parsed[0][1:] if parsed else None
+
+
+def _gpu_state(gpu_uuid: str | None) -> tuple[list[int], float | None, list[str]]:
+    listed = _nvidia_smi(["--query-gpu=uuid", "--format=csv,noheader,nounits"])
+    if gpu_uuid is not None and _bare_uuid(gpu_uuid) not in {_bare_uuid(u) for u in listed}:
+        gpu_uuid = None  # cannot tell the GPUs apart: count every process on every GPU
+    apps = _nvidia_smi(["--query-compute-apps=pid,gpu_uuid", "--format=csv,noheader,nounits"])
+    pids = compute_pids(apps, gpu_uuid)
     rows = _nvidia_smi(
-        ["--query-gpu=clocks.sm,clocks_event_reasons.active", "--format=csv,noheader,nounits"]
+        [
+            "--query-gpu=uuid,clocks.sm,clocks_event_reasons.active",
+            "--format=csv,noheader,nounits",
+        ]
     )
     clock, slow = None, []
-    if rows:
-        parts = [p.strip() for p in rows[0].split(",")]
+    parts = judged_gpu_row(rows, gpu_uuid)
+    if parts:
         try:
             clock = float(parts[0])
             bits = int(parts[1], 16) if len(parts) > 1 else 0
@@ -69,16 +101,40 @@ def _gpu_state() -> tuple[list[int], float | None, list[str]]:
     return pids, clock, slow
 
 
-def take_snapshot(device: str) -> Snapshot:
-    """Read the state of the machine now."""
+def gpu_uuid_of(device: str) -> str | None:
+    """The judged CUDA device's UUID (None on the CPU or when torch cannot say)."""
+    if not device.startswith("cuda"):
+        return None
+    try:
+        import torch
+
+        return str(torch.cuda.get_device_properties(torch.device(device)).uuid)
+    except (RuntimeError, AttributeError, AssertionError):
+        return None
+
+
+def take_snapshot(device: str, gpu_uuid: str | None = None) -> Snapshot:
+    """Read the state of the machine now (GPU readings of the GPU with gpu_uuid)."""
     busy, own = _cpu_ticks()
     snap = Snapshot(cpu_busy_ticks=busy, own_ticks=own, wall_ticks=os.times().elapsed * 100)
     if device.startswith("cuda"):
-        snap.gpu_processes, snap.sm_clock_mhz, snap.slowdown = _gpu_state()
+        snap.gpu_processes, snap.sm_clock_mhz, snap.slowdown = _gpu_state(gpu_uuid)
     return snap
 
 
-def judge_taint(before: Snapshot, after: Snapshot, allowed_pids: set[int]) -> list[str]:
+def foreign_cpu_limit(device: str, cpu_count: int | None) -> float:
+    """Cores other processes may use while the device is timed before it counts as contention."""
+    if device.startswith("cuda"):
+        return max(FOREIGN_CPU_LIMIT, GPU_HOST_SHARE * (cpu_count or 1))
+    return FOREIGN_CPU_LIMIT
+
+
+def judge_taint(
+    before: Snapshot,
+    after: Snapshot,
+    allowed_pids: set[int],
+    cpu_limit: float = FOREIGN_CPU_LIMIT,
+) -> list[str]:
     """Reasons the interval between two snapshots cannot be trusted for promotion."""
     taint = []
     foreign = set(before.gpu_processes + after.gpu_processes) - allowed_pids
@@ -93,7 +149,7 @@ def judge_taint(before: Snapshot, after: Snapshot, allowed_pids: set[int]) -> li
             after.own_ticks - before.own_ticks
         )
         cores = others / wall
-        if cores > FOREIGN_CPU_LIMIT:
+        if cores > cpu_limit:
             taint.append(f"other processes used {cores:.2f} CPU cores while timing")
     return taint
 

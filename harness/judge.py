@@ -19,7 +19,13 @@ from harness.checks import (
     classify_output,
     run_trial,
 )
-from harness.contention import describe, judge_taint, take_snapshot
+from harness.contention import (
+    describe,
+    foreign_cpu_limit,
+    gpu_uuid_of,
+    judge_taint,
+    take_snapshot,
+)
 from harness.gate import inputs_unchanged
 from harness.models import (
     ArmKind,
@@ -250,7 +256,8 @@ class Judge:
         reference = self.runtime.build_reference(config, req.device)
         models = {arm.name: self._build(arm, config, reference) for arm in req.arms}
         plans, calls = self._plans(models, config)
-        before = take_snapshot(req.device)
+        gpu_uuid = gpu_uuid_of(req.device)
+        before = take_snapshot(req.device, gpu_uuid)
         job = TimingJob(
             arms=plans,
             judged=req.judged_arm,
@@ -269,9 +276,9 @@ class Judge:
             raise EvaluationFailure(
                 Outcome.RUNTIME_ERROR, message, RejectReason.RUNTIME_ERROR
             ) from None
-        after = take_snapshot(req.device)
+        after = take_snapshot(req.device, gpu_uuid)
         ours = {os.getpid(), os.getppid()}  # the judge's own CUDA context is not contention
-        taint = judge_taint(before, after, ours)
+        taint = judge_taint(before, after, ours, foreign_cpu_limit(req.device, os.cpu_count()))
         self.taint += [f"config {result.config_id}: {t}" for t in taint]
         self.environment[result.config_id] = {"before": describe(before), "after": describe(after)}
         result.timings, result.ratios = log.arm_timings(), stats

@@ -8,7 +8,13 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from harness.contention import Snapshot, judge_taint
+from harness.contention import (
+    Snapshot,
+    compute_pids,
+    foreign_cpu_limit,
+    judge_taint,
+    judged_gpu_row,
+)
 from harness.models import (
     ArmKind,
     ArmSpec,
@@ -101,3 +107,30 @@ def test_an_unsupported_backend_is_a_no_run(
     result = run_evaluation(_qualify_request("xpu"), tmp_path / "q", runner_settings)
     assert result.outcome is Outcome.NO_RUN and result.reason is RejectReason.NO_RUN
     assert not result.qualification
+
+
+OURS = "GPU-c848f83d-0b16-b318-6c7a-8f85dced8a88"
+OTHER = "GPU-0ca43305-1b62-0fae-db5e-6e0723389c11"
+
+
+def test_only_processes_on_the_judged_gpu_are_contention() -> None:
+    """On a host with two GPUs, a job on the other GPU does not taint (seen on the H200 pair:
+    a config-14 oracle on GPU 1 made every sweep on GPU 0 inconclusive); one on ours does."""
+    apps = [f"751, {OTHER}", f"612, {OURS}"]
+    # torch names the device without nvidia-smi's "GPU-" prefix.
+    assert compute_pids(apps, OURS.removeprefix("GPU-")) == [612]
+    assert compute_pids(apps, None) == [751, 612]  # judged GPU unknown: every process counts
+    rows = [f"{OTHER}, 1980, 0x0", f"{OURS}, 1410, 0x40"]
+    assert judged_gpu_row(rows, OURS) == ["1410", "0x40"]
+    assert judged_gpu_row(rows, None) == ["1980", "0x0"]
+
+
+def test_cpu_contention_limit_depends_on_what_is_timed() -> None:
+    one_core = Snapshot(cpu_busy_ticks=100, wall_ticks=100)
+    start = Snapshot()
+    # A judge next door (one core) on a 32-core GPU host: GPU timing is untouched, CPU is not.
+    assert judge_taint(start, one_core, set(), foreign_cpu_limit("cuda", 32)) == []
+    assert judge_taint(start, one_core, set(), foreign_cpu_limit("cpu", 32)) != []
+    four_cores = Snapshot(cpu_busy_ticks=400, wall_ticks=100)
+    assert judge_taint(start, four_cores, set(), foreign_cpu_limit("cuda", 32)) != []
+    assert judge_taint(start, one_core, set(), foreign_cpu_limit("cuda", 2)) != []
