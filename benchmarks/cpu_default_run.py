@@ -2,8 +2,10 @@
 
 Usage: python benchmarks/cpu_default_run.py [--minutes 4] [--run-dir DIR] [--out FILE]
 On the GPU (the issue-4 search run; the frontier exported for benchmarks/track3_h200.py):
-  python benchmarks/cpu_default_run.py --device cuda --minutes 8 --inject-after 0 \
-      --export OUT/frontier --status-json OUT/status.json --out OUT/search-run.md
+  python benchmarks/cpu_default_run.py --device cuda --minutes 8 --hard-stop-s 480 \
+      --inject-after 0 --run-dir /tmp/run --export OUT/frontier \
+      --status-json OUT/status.json --out OUT/search-run.md
+  tar czf OUT/run.tgz -C /tmp run   # carry it to a later command, untar to /tmp/run, --resume
 """
 
 from __future__ import annotations
@@ -204,14 +206,21 @@ def main() -> None:
     parser.add_argument("--export", type=Path, help="also export the frontier to this directory")
     parser.add_argument("--status-json", type=Path, help="also write `ratchet status --json` here")
     parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="go on with the run in --run-dir (a GPU search spread over several commands)",
+    )
+    parser.add_argument(
         "--hard-stop-s",
         type=float,
         default=None,
         help="signal the run to stop after its current stage this many seconds after start",
     )
     args = parser.parse_args()
-    if args.run_dir.exists():
-        raise SystemExit(f"{args.run_dir} exists: pass a new --run-dir")
+    if args.run_dir.exists() and not args.resume:
+        raise SystemExit(f"{args.run_dir} exists: pass a new --run-dir, or --resume to go on")
+    if args.resume and not (args.run_dir / "ledger.sqlite").is_file():
+        raise SystemExit(f"--resume: {args.run_dir} holds no run (no ledger.sqlite)")
     started = datetime.now(UTC).isoformat(timespec="seconds")
     plan = RunPlan(args.run_dir, args.minutes, args.inject_after, args.device, args.hard_stop_s)
     command, log = run_and_steer(plan)
