@@ -42,7 +42,7 @@ from harness.models import (  # noqa: E402
     TimingPlan,
 )
 from harness.qualify import qualify_device  # noqa: E402
-from harness.setup import open_judge  # noqa: E402
+from harness.setup import open_judge, release_compile_workers  # noqa: E402
 from harness.worker import load_entry  # noqa: E402
 from kernels.registry import resolve_workload  # noqa: E402
 
@@ -136,12 +136,14 @@ def measure_config(
 
             torch.cuda.synchronize()
         row["first_call_s"][arm.name] = time.perf_counter() - started
+        release_compile_workers()  # parallel compiles leave pools the judge's guard rejects
         row["failed"][arm.name] = _failed_elements(judge, model, reference, config)
     result = ConfigResult(config_id=config_id)
     try:
         judge._time_config(result)
     except Exception as exc:  # a rejection of the frontier is a result too
         row["error"] = f"{type(exc).__name__}: {exc}"
+    release_compile_workers()  # a rebuilt arm may have recompiled while warming up
     row["median_ns"] = {t.arm: t.median_ns for t in result.timings}
     row["rounds"] = result.rounds
     row["floor_ns"] = result.floor_ns
@@ -259,6 +261,13 @@ def main() -> None:
     )
     parser.add_argument("--compile-mode", default="max-autotune", help="or 'none' to skip")
     parser.add_argument("--rounds", type=int, default=30, help="ABBA rounds per config")
+    parser.add_argument(
+        "--compile-threads",
+        type=int,
+        default=1,
+        help="Inductor compile workers for the compile arm's build (its pools are shut down "
+        "before anything is timed); max-autotune compiles ~40-70 s a config with 1",
+    )
     parser.add_argument("--ledger-summary", type=Path, help="`ratchet status --json` of the run")
     parser.add_argument("--out", type=Path, default=ROOT / "docs/results/track3-h200.md")
     parser.add_argument("--json-out", type=Path)
@@ -277,6 +286,10 @@ def main() -> None:
         raise SystemExit(f"--frontier {args.frontier}: no such file; pass a candidate.py")
     if args.ledger_summary and not args.ledger_summary.is_file():
         raise SystemExit(f"--ledger-summary {args.ledger_summary}: no such file")
+    if args.compile_threads > 1:
+        import torch._inductor.config as inductor_config
+
+        inductor_config.compile_threads = args.compile_threads
     work = Path(tempfile.mkdtemp(prefix="track3-bench-"))
     arms: dict[str, Path | None] = {"baseline": None, "frontier": args.frontier.resolve()}
     if args.compile_mode != "none":

@@ -32,6 +32,24 @@ def quiet_progress_monitor() -> None:
     tqdm.tqdm.monitor_interval = 0
 
 
+def release_compile_workers() -> None:
+    """Shut down Inductor's compile pools (its thread pool and its Triton subprocess pool) once a
+    build has compiled: compiling in parallel is then cheap in wall time, and the judge still
+    finds no thread left running. Only those pool objects are shut down, never a thread by name,
+    so a candidate's own background work is still caught."""
+    import sys
+
+    if "torch._inductor.async_compile" not in sys.modules:
+        return  # nothing was compiled
+    from torch._inductor import async_compile
+
+    async_compile.shutdown_compile_workers()
+    pool = async_compile.AsyncCompile.pool
+    if pool.cache_info().currsize:
+        pool().shutdown(wait=True)
+        pool.cache_clear()
+
+
 def open_judge(request: EvaluationRequest, clock: Callable[[], int]) -> Judge | None:
     """The judge for a request, or None when its device is not available here."""
     import numpy as np

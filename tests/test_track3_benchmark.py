@@ -38,3 +38,19 @@ def test_runs_over_config_subsets_merge_into_one_table(tmp_path: Path) -> None:
     # A config measured twice cannot be merged.
     done = bench("--merge", str(parts[0]), str(parts[0]), "--out", str(tmp_path / "x.md"))
     assert done.returncode != 0 and "appears twice" in done.stderr
+
+
+def test_compile_arm_built_by_parallel_workers_is_timed(tmp_path: Path) -> None:
+    """The compile arm's Inductor pools are shut down before timing: the judge's thread guard
+    would otherwise reject the config (seen without the release: 'threads left running')."""
+    out = tmp_path / "c.json"
+    done = bench(
+        "--device", "cpu", "--configs", "cpu-1", "--compile-mode", "default",
+        "--compile-threads", "2", "--rounds", "3", "--frontier", str(SEED),
+        "--out", str(tmp_path / "c.md"), "--json-out", str(out),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    row = json.loads(out.read_text())["rows"][0]
+    assert "error" not in row, row.get("error")
+    assert set(row["median_ns"]) == {"baseline", "compiled", "frontier"}
+    assert row["failed"]["compiled"][0] == 0
