@@ -24,23 +24,29 @@ print(sorted(t.name for t in threading.enumerate()))
 """
 
 
-@pytest.mark.parametrize(("mode", "expect_monitor"), [("quiet", False), ("default", True)])
-def test_progress_bars_leave_no_monitor_thread(mode: str, expect_monitor: bool) -> None:
-    # The default run is the control: tqdm does start the thread the judge would reject.
+def _run(script: str, mode: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """The script in a fresh interpreter (threads started by an earlier test cannot leak in)."""
     done = subprocess.run(
-        [sys.executable, "-c", SCRIPT, mode],
+        [sys.executable, "-c", script, mode],
         capture_output=True,
         text=True,
         cwd=ROOT,
-        timeout=120,
-        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+        timeout=300,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", **env},
     )
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done
+
+
+@pytest.mark.parametrize(("mode", "expect_monitor"), [("quiet", False), ("default", True)])
+def test_progress_bars_leave_no_monitor_thread(mode: str, expect_monitor: bool) -> None:
+    # The default run is the control: tqdm does start the thread the judge would reject.
+    done = _run(SCRIPT, mode)
     assert ("tqdm_monitor" in done.stdout) is expect_monitor, done.stdout
 
 
 COMPILE = """
-import sys, tempfile, threading
+import sys, threading
 import torch
 import torch._inductor.config as inductor_config
 from harness.setup import quiet_progress_monitor, release_compile_workers
@@ -61,17 +67,7 @@ def test_parallel_compiles_leave_no_thread_once_released(
     mode: str, expect_left: bool, tmp_path: Path
 ) -> None:
     # Keeping the pool is the control: a parallel compile does leave the thread the judge rejects.
-    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
-    env["TORCHINDUCTOR_CACHE_DIR"] = str(tmp_path / "inductor")
-    done = subprocess.run(
-        [sys.executable, "-c", COMPILE, mode],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=300,
-        env=env,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
+    done = _run(COMPILE, mode, HOME=str(tmp_path), TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "i"))
     built, after = done.stdout.splitlines()[-2:]
     assert built != "built []", done.stdout
     assert (after != "after []") is expect_left, done.stdout
