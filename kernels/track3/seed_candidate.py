@@ -46,8 +46,8 @@ TUNABLE_SPACE = {
     },
     "matmul_precision": {
         "values": ["fp32", "fp16", "bf16"],
-        "doc": "precision islands: GEMM and attention operands in fp32, fp16 or bf16 with "
-        "fp32 LayerNorm, softmax and residual",
+        "doc": "precision islands of the torch path: GEMM and attention operands in fp32, fp16 "
+        "or bf16 with fp32 LayerNorm, softmax and residual (the fused kernels fix their own)",
     },
     "gelu": {
         "values": ["erf", "tanh"],
@@ -57,7 +57,9 @@ TUNABLE_SPACE = {
         "values": ["none", "triton"],
         "doc": "torch operators per layer, or (CUDA, narrow models) one fused Triton kernel per "
         "layer: LayerNorms, projections, causal online-softmax attention, out_proj, exact-GELU "
-        "FFN and residuals in registers, K/V of the next layer written by the same kernel",
+        "FFN and residuals in registers, K/V of the next layer written by the same kernel; "
+        "operands fp16 with fp32 accumulation whatever matmul_precision says, shapes the "
+        "kernels do not serve keep the torch path in matmul_precision",
     },
     "fused_rows": {
         "values": ["auto", "16", "32", "64", "128"],
@@ -315,6 +317,12 @@ _MAX_FUSED_WIDTH = 256
 _MAX_FUSED_HEAD = 128
 # Score values per program ([heads x rows x keys]): more spills registers.
 _SCORE_TILE = 16384
+# The fused kernels' operand type, whatever matmul_precision says (it governs the torch path):
+# fp32 operands run as TF32 inside Triton and failed the gate on every config on the H200, and
+# bf16 operands fail it too; fp16 with fp32 accumulation, LayerNorm, softmax and residual pass.
+# Tying the two made the torch fallback (width 1024) fp16 as well, which fails the gate at input
+# scale 0.5.
+_FUSED_OPERANDS = torch.float16
 
 if _HAVE_TRITON:
 
@@ -730,9 +738,9 @@ class OptimizedTransformer(nn.Module):
         self._compiled: Any = None
 
     def _packs(self) -> tuple[torch.Tensor, torch.Tensor]:
-        dtype = _LOW_PRECISION.get(self.tunables["matmul_precision"], torch.float32)
         params = list(self.parameters())
-        return self._fused.get((*_weight_key(*params), dtype), lambda: _fused_packs(self, dtype))
+        key = (*_weight_key(*params), _FUSED_OPERANDS)
+        return self._fused.get(key, lambda: _fused_packs(self, _FUSED_OPERANDS))
 
     def load_state_dict(self, *args: Any, **kwargs: Any) -> Any:
         self._graphs.clear()  # captured graphs hold derived weights of the old state

@@ -64,8 +64,9 @@ def run_interpreted(cases: list[Case], script: str = SCRIPT) -> list[dict[str, o
 
 def test_fused_kernels_pass_the_gate_on_cpu_shapes() -> None:
     # heads 4 and 16 (head dim 32 and 8, padded to 16), D 128 and 32, one and several row
-    # blocks per sequence, with and without right padding, fp32 and fp16 operands; and shapes
-    # that are no powers of two (3 heads padded to 4, width 96, FFN 80, 40 tokens).
+    # blocks per sequence, with and without right padding, torch-path precision fp32 or fp16
+    # (the fused kernels' operands are fp16 either way); and shapes that are no powers of two
+    # (3 heads padded to 4, width 96, FFN 80, 40 tokens).
     odd = {"batch_size": 2, "seq_len": 40, "d_model": 96, "num_heads": 3, "ffn_dim": 80}
     cases: list[Case] = [
         ("cpu-5", "fp16", 0.5, "auto", {**odd, "num_layers": 2}),
@@ -91,3 +92,25 @@ def test_a_broken_fused_kernel_fails_the_gate(tmp_path: Path) -> None:
     script = SCRIPT.replace("track3_workload().seed_candidate", repr(str(module)), 1)
     rows = run_interpreted([("cpu-5", "fp32", 0.0, "16")], script)
     assert rows[0]["failed"] > 0  # type: ignore[operator]
+
+
+def test_fused_operands_are_fp16_whatever_the_torch_path_precision() -> None:
+    """fp32 operands are TF32 inside Triton (gate failures on the H200): the packs are fp16
+    with fp32 vectors, while matmul_precision keeps governing the torch path."""
+    import importlib.util
+
+    import torch
+
+    from kernels.track3 import CONFIGS
+    from kernels.track3.workload import track3_workload
+
+    spec = importlib.util.spec_from_file_location("seed_packs", track3_workload().seed_candidate)
+    assert spec is not None and spec.loader is not None
+    seed = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(seed)
+    for precision in ("fp32", "fp16", "bf16"):
+        tunables = {"fused_kernel": "triton", "matmul_precision": precision}
+        model = seed.OptimizedTransformer(CONFIGS["cpu-3"], tunables)
+        vecs, mats = model._packs()
+        assert (vecs.dtype, mats.dtype) == (torch.float32, torch.float16), precision
+        assert model.layers[0].tunables["matmul_precision"] == precision
