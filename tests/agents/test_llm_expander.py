@@ -4,10 +4,12 @@ with real git worktrees and the real quick check; failures are outcomes, never c
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import git
+import httpx2
 import pytest
 
 from agents.expander import ExpansionOutcome, ExpansionRequest, ExpansionResult, IdeaBrief
@@ -31,30 +33,28 @@ from tests.agents.fake_llm import Script, anthropic_handler, client, openai_hand
 pytestmark = pytest.mark.slow
 CODE_ROOT = Path(__file__).resolve().parents[2]
 WORKLOAD = softmax_workload()
+Handler = Callable[[httpx2.Request], httpx2.Response]
+
+
+def _options(model: str, handler: Handler, base_url: str) -> ClientOptions:
+    """A vendor client pointed at an in-process fake of that vendor's server."""
+    return ClientOptions(
+        model=model,
+        api_key="sk-test",
+        http_client=client(handler),
+        base_url=base_url,
+        max_retries=2,
+    )
 
 
 def anthropic(script: Script) -> AnthropicBackend:
-    return AnthropicBackend(
-        ClientOptions(
-            model="claude-sonnet-fake",
-            api_key="sk-test",
-            http_client=client(anthropic_handler(script)),
-            base_url="http://fake.anthropic",
-            max_retries=2,
-        )
-    )
+    options = _options("claude-sonnet-fake", anthropic_handler(script), "http://fake.anthropic")
+    return AnthropicBackend(options)
 
 
 def openai_backend(script: Script) -> OpenAIBackend:
-    return OpenAIBackend(
-        ClientOptions(
-            model="gpt-5-fake",
-            api_key="sk-test",
-            http_client=client(openai_handler(script)),
-            base_url="http://fake.openai/v1",
-            max_retries=2,
-        )
-    )
+    options = _options("gpt-5-fake", openai_handler(script), "http://fake.openai/v1")
+    return OpenAIBackend(options)
 
 
 def expand(
