@@ -1,8 +1,6 @@
-"""Sweep the fused Triton path's launch shape (rows per program x warps) and operand precision
-per config on the GPU: median per-call CUDA-event time of the graph-captured forward, and
-failed elements on one official trial and on one salted-style trial (padding 0.25, inputs x0.5,
-the judge's hardest scale). For tuning the 'auto' heuristics; the judge's numbers come from
-track3_h200.py.
+"""Sweep the fused Triton path's launch shape (rows per program x warps) per config on the GPU:
+median per-call CUDA-event time of the graph-captured forward, and failed elements on one
+official trial. For tuning the 'auto' heuristic; the judge's numbers come from track3_h200.py.
 
 Usage (H200): python benchmarks/track3_fused_sweep.py --configs 2,1,6 --out docs/results/x.md
 """
@@ -59,11 +57,9 @@ def time_calls(fn: Any, inputs: tuple[Any, ...], calls: int) -> float:
 
 
 def sweep_config(
-    module: Any, config_id: str, shapes: list[tuple[str, str, str]]
+    module: Any, config_id: str, shapes: list[tuple[str, str]]
 ) -> list[dict[str, Any]]:
     import torch
-
-    from kernels.workload import TrialSpec
 
     workload = resolve_workload("track3")
     runtime = workload.load_runtime()
@@ -72,34 +68,16 @@ def sweep_config(
     reference = runtime.build_reference(config, "cuda")
     inputs = runtime.generate_inputs(config, workload.official_trials[0], "cuda")
     want = runtime.call(reference, inputs)
-    hard = runtime.generate_inputs(
-        config, TrialSpec(seed=77, padding_ratio=0.25, input_scale=0.5), "cuda"
-    )
-    want_hard = runtime.call(reference, hard)
     rows = []
-    for block_rows, warps, precision in shapes:
-        tunables = {
-            **BASE,
-            "fused_rows": block_rows,
-            "fused_warps": warps,
-            "fused_precision": precision,
-        }
+    for block_rows, warps in shapes:
+        tunables = {**BASE, "fused_rows": block_rows, "fused_warps": warps}
         model = module.OptimizedTransformer(config, tunables).cuda()
         model.load_state_dict(reference.state_dict(), strict=True)
         model.eval()
-        row: dict[str, Any] = {
-            "config": config_id,
-            "rows": block_rows,
-            "warps": warps,
-            "precision": precision,
-        }
+        row: dict[str, Any] = {"config": config_id, "rows": block_rows, "warps": warps}
         try:
             got = runtime.call(model, inputs)
-            row["failed"], row["max_abs"] = count_failures(got, want, workload.tolerance)
-            got = runtime.call(model, hard)
-            row["failed_x05"], row["max_abs_x05"] = count_failures(
-                got, want_hard, workload.tolerance
-            )
+            row["failed"] = count_failures(got, want, workload.tolerance)[0]
             row["ms"] = time_calls(
                 lambda x, m, model=model: runtime.call(model, (x, m)), inputs, 50
             )
@@ -117,37 +95,27 @@ def main() -> None:
     parser.add_argument("--configs", default="2,12,7,1,5,11,13,6")
     parser.add_argument("--rows", default="auto,16,32,64,128")
     parser.add_argument("--warps", default="4,8")
-    parser.add_argument("--precisions", default="fp16x3,fp16")
     parser.add_argument("--candidate", type=Path, default=ROOT / "kernels/track3/seed_candidate.py")
     parser.add_argument("--out", type=Path, default=ROOT / "docs/results/track3-fused-sweep.md")
     args = parser.parse_args()
     module = load_candidate(args.candidate)
-    shapes = [
-        (r, w, p)
-        for r in args.rows.split(",")
-        for w in args.warps.split(",")
-        for p in args.precisions.split(",")
-    ]
+    shapes = [(r, w) for r in args.rows.split(",") for w in args.warps.split(",")]
     results = [row for cid in args.configs.split(",") for row in sweep_config(module, cid, shapes)]
     lines = [
         "# Fused Triton path: launch shapes per config (H200)",
         "",
         f"Command: `python {' '.join(sys.argv)}`",
         "",
-        "Graph-captured forward; median of 50 per-call CUDA-event times (no L2 flush); "
-        "failed elements and max abs error on official trial seed 1234 and on a trial with "
-        "seed 77, padding 0.25, inputs x0.5, against the TF32 reference.",
+        "Graph-captured forward, fp16 islands; median of 50 per-call CUDA-event times "
+        "(no L2 flush); failed elements on official trial seed 1234.",
         "",
-        "| config | rows | warps | precision | ms | failed | max abs | failed x0.5 "
-        "| max abs x0.5 |",
-        "|---|---|---|---|---:|---:|---:|---:|---:|",
+        "| config | rows | warps | ms | failed |",
+        "|---|---|---|---:|---:|",
     ]
     for r in results:
         ms = f"{r['ms']:.4f}" if "ms" in r else r.get("error", "-")[:60]
-        errors = [f"{r[k]:.5f}" if k in r else "-" for k in ("max_abs", "max_abs_x05")]
         lines.append(
-            f"| {r['config']} | {r['rows']} | {r['warps']} | {r['precision']} | {ms} "
-            f"| {r.get('failed', '-')} | {errors[0]} | {r.get('failed_x05', '-')} | {errors[1]} |"
+            f"| {r['config']} | {r['rows']} | {r['warps']} | {ms} | {r.get('failed', '-')} |"
         )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text("\n".join(lines) + "\n")

@@ -61,12 +61,6 @@ TUNABLE_SPACE = {
         "operands fp16 with fp32 accumulation whatever matmul_precision says, shapes the "
         "kernels do not serve keep the torch path in matmul_precision",
     },
-    "fused_precision": {
-        "values": ["fp16x3", "fp16"],
-        "doc": "the fused kernels' projections and FFN: fp16x3 splits both operands into an "
-        "fp16 head and a scaled fp16 tail and adds three MMAs (about an fp32 product's "
-        "accuracy for 3x the tensor-core work), fp16 runs one MMA; attention stays fp16",
-    },
     "fused_rows": {
         "values": ["auto", "16", "32", "64", "128"],
         "doc": "query rows per program of the fused kernels: auto picks the most the registers "
@@ -104,7 +98,6 @@ TUNABLES = {
     "matmul_precision": "fp32",
     "gelu": "erf",
     "fused_kernel": "none",
-    "fused_precision": "fp16x3",
     "fused_rows": "auto",
     "fused_warps": "auto",
     "batch_chunk": "none",
@@ -330,8 +323,6 @@ _SCORE_TILE = 16384
 # Tying the two made the torch fallback (width 1024) fp16 as well, which fails the gate at input
 # scale 0.5.
 _FUSED_OPERANDS = torch.float16
-# fp16x3's tails are scaled by 2^11 (fp16's mantissa) so they stay normal fp16 numbers.
-_TAIL_SCALE = 2048.0
 
 if _HAVE_TRITON:
 
@@ -347,37 +338,16 @@ if _HAVE_TRITON:
         return centred * (1.0 / tl.sqrt(var + eps))[:, None] * w[None, :] + b[None, :]
 
     @triton.jit
-    def _mma(a, w_at, w_live, LO: tl.constexpr):
-        """a @ W for an fp32 tile a and fp16 weights loaded from w_at, fp32 accumulation.
-
-        LO = 0: one fp16 MMA. LO > 0: the weights' tails (x 2^11) sit LO elements on, and the
-        tails of both operands are added: three fp16 MMAs, about an fp32 product's accuracy."""
-        hi = a.to(tl.float16)
-        w = tl.load(w_at, mask=w_live, other=0.0)
-        acc = tl.dot(hi, w)
-        if LO > 0:
-            lo = ((a - hi.to(tl.float32)) * 2048.0).to(tl.float16)
-            w_lo = tl.load(w_at + LO, mask=w_live, other=0.0)
-            acc += (tl.dot(hi, w_lo) + tl.dot(lo, w)) * (1.0 / 2048.0)
-        return acc
-
-    @triton.jit
     def _linear(
-        h,
-        w_ptr,
-        b_ptr,
-        N: tl.constexpr,
-        K: tl.constexpr,
-        N_PAD: tl.constexpr,
-        K_PAD: tl.constexpr,
-        LO: tl.constexpr,
+        h, w_ptr, b_ptr, N: tl.constexpr, K: tl.constexpr, N_PAD: tl.constexpr, K_PAD: tl.constexpr
     ):
         """h @ W^T + b in fp32 for a row-major W [N, K]; columns >= N are exactly 0."""
         ks = tl.arange(0, K_PAD)
         ns = tl.arange(0, N_PAD)
         live = (ks[:, None] < K) & (ns[None, :] < N)
+        wt = tl.load(w_ptr + ns[None, :] * K + ks[:, None], mask=live, other=0.0)
         bias = tl.load(b_ptr + ns, mask=ns < N, other=0.0)
-        return _mma(h, w_ptr + ns[None, :] * K + ks[:, None], live, LO) + bias[None, :]
+        return tl.dot(h, wt) + bias[None, :]
 
     @triton.jit
     def _store_kv(
@@ -391,16 +361,15 @@ if _HAVE_TRITON:
         HP: tl.constexpr,
         DH_PAD: tl.constexpr,
         D_PAD: tl.constexpr,
-        LO: tl.constexpr,
     ):
         """K and V of these rows, every head at once, into kv[head, 0|1, row, :DH_PAD]."""
         cs = tl.arange(0, HP)
         at = kv_ptr + (cs // DH_PAD)[None, :] * 2 * S * DH_PAD + rows[:, None] * DH_PAD
         at += (cs % DH_PAD)[None, :]
         live = (rows < S)[:, None]
-        k = _linear(h, mat + HP * D, vec + 2 * D + HP, HP, D, HP, D_PAD, LO)
+        k = _linear(h, mat + HP * D, vec + 2 * D + HP, HP, D, HP, D_PAD)
         tl.store(at, k.to(kv_ptr.dtype.element_ty), mask=live)
-        v = _linear(h, mat + 2 * HP * D, vec + 2 * D + 2 * HP, HP, D, HP, D_PAD, LO)
+        v = _linear(h, mat + 2 * HP * D, vec + 2 * D + 2 * HP, HP, D, HP, D_PAD)
         tl.store(at + S * DH_PAD, v.to(kv_ptr.dtype.element_ty), mask=live)
 
     @triton.jit
@@ -416,7 +385,6 @@ if _HAVE_TRITON:
         DH_PAD: tl.constexpr,
         D_PAD: tl.constexpr,
         BM: tl.constexpr,
-        LO: tl.constexpr,
     ):
         """The first layer's K and V (later layers' come out of the previous layer's kernel)."""
         seq = tl.program_id(1).to(tl.int64)
@@ -424,9 +392,9 @@ if _HAVE_TRITON:
         cols = tl.arange(0, D_PAD)
         live = (rows[:, None] < S) & (cols[None, :] < D)
         x = tl.load(x_ptr + seq * S * D + rows[:, None] * D + cols[None, :], mask=live, other=0.0)
-        h = _layer_norm(x, vec, vec + D, cols, D, eps)
+        h = _layer_norm(x, vec, vec + D, cols, D, eps).to(mat.dtype.element_ty)
         kv = kv_ptr + seq * H_PAD * 2 * S * DH_PAD
-        _store_kv(h, mat, vec, kv, rows, S, D, H_PAD * DH_PAD, DH_PAD, D_PAD, LO)
+        _store_kv(h, mat, vec, kv, rows, S, D, H_PAD * DH_PAD, DH_PAD, D_PAD)
 
     @triton.jit
     def _attention_rows(
@@ -444,14 +412,13 @@ if _HAVE_TRITON:
         D_PAD: tl.constexpr,
         BM: tl.constexpr,
         BN: tl.constexpr,
-        LO: tl.constexpr,
     ):
         """Causal attention of these query rows over the stored K/V, all heads batched, through
         out_proj without its bias. Padded heads and head columns carry zero weights.
 
         Right padding needs no key mask: a valid query i sees keys j <= i, all valid."""
         HP: tl.constexpr = H_PAD * DH_PAD
-        q = _linear(h, mat, vec + 2 * D, HP, D, HP, D_PAD, LO).to(mat.dtype.element_ty)
+        q = _linear(h, mat, vec + 2 * D, HP, D, HP, D_PAD).to(mat.dtype.element_ty)
         q = tl.permute(tl.reshape(q, (BM, H_PAD, DH_PAD)), (1, 0, 2))
         heads = tl.arange(0, H_PAD)[:, None, None] * 2 * S * DH_PAD
         ds = tl.arange(0, DH_PAD)[None, None, :]
@@ -473,12 +440,13 @@ if _HAVE_TRITON:
             l_i = l_i * alpha + tl.sum(p, axis=2)
             ctx = ctx * alpha[:, :, None] + tl.dot(p.to(v.dtype), v)
             m_i = m_new
-        ctx = ctx / l_i[:, :, None]
+        ctx = (ctx / l_i[:, :, None]).to(mat.dtype.element_ty)
         ctx = tl.reshape(tl.permute(ctx, (1, 0, 2)), (BM, HP))
         cs = tl.arange(0, HP)
         ns = tl.arange(0, D_PAD)
         wo = mat + 3 * HP * D
-        return _mma(ctx, wo + ns[None, :] * HP + cs[:, None], (ns < D)[None, :], LO)
+        wt = tl.load(wo + ns[None, :] * HP + cs[:, None], mask=(ns < D)[None, :], other=0.0)
+        return tl.dot(ctx, wt)
 
     @triton.jit
     def _ffn_rows(
@@ -491,7 +459,6 @@ if _HAVE_TRITON:
         D_PAD: tl.constexpr,
         BM: tl.constexpr,
         BF: tl.constexpr,
-        LO: tl.constexpr,
     ):
         """gelu(h W1^T + b1) W2^T without W2's bias; the pre-GELU values stay fp32."""
         acc = tl.zeros((BM, D_PAD), dtype=tl.float32)
@@ -501,11 +468,13 @@ if _HAVE_TRITON:
         for f0 in tl.static_range(0, F, BF):
             fs = f0 + tl.arange(0, BF)
             live = (ks[:, None] < D) & (fs[None, :] < F)
+            wt = tl.load(w1 + fs[None, :] * D + ks[:, None], mask=live, other=0.0)
             bias = tl.load(vec + 5 * D + 3 * HP + fs, mask=fs < F, other=0.0)
-            t = _mma(h, w1 + fs[None, :] * D + ks[:, None], live, LO) + bias[None, :]
+            t = tl.dot(h, wt) + bias[None, :]
             t = 0.5 * t * (1.0 + tl.math.erf(t * 0.7071067811865476))
             live2 = (fs[:, None] < F) & (ks[None, :] < D)
-            acc += _mma(t, w2 + ks[None, :] * F + fs[:, None], live2, LO)
+            w2t = tl.load(w2 + ks[None, :] * F + fs[:, None], mask=live2, other=0.0)
+            acc += tl.dot(t.to(mat.dtype.element_ty), w2t)
         return acc
 
     @triton.jit
@@ -532,7 +501,6 @@ if _HAVE_TRITON:
         BF: tl.constexpr,
         HAS_MASK: tl.constexpr,
         LAST: tl.constexpr,
-        LO: tl.constexpr,
     ):
         """One pre-LN block for BM rows of one sequence, then either the next layer's K/V of
         these rows or (after the last layer) the final LayerNorm.
@@ -550,23 +518,21 @@ if _HAVE_TRITON:
         x = tl.load(src + at, mask=live, other=0.0)
         # Without a mask every row is valid: the load is masked off and yields the 1s.
         valid = tl.load(mask_ptr + seq * S + rows, mask=(rows < S) & HAS_MASK, other=1) != 0
-        h = _layer_norm(x, vec, vec + D, cols, D, eps)
+        h = _layer_norm(x, vec, vec + D, cols, D, eps).to(mat.dtype.element_ty)
         kv = kv_in + seq * H_PAD * 2 * S * DH_PAD
-        attn = _attention_rows(
-            h, kv, mat, vec, rows, m0, S, scale, D, H_PAD, DH_PAD, D_PAD, BM, BN, LO
-        )
+        attn = _attention_rows(h, kv, mat, vec, rows, m0, S, scale, D, H_PAD, DH_PAD, D_PAD, BM, BN)
         b_o = tl.load(vec + 2 * D + 3 * HP + cols, mask=cols < D, other=0.0)
         x = x + tl.where(valid[:, None], attn + b_o[None, :], 0.0)
         h = _layer_norm(x, vec + 3 * D + 3 * HP, vec + 4 * D + 3 * HP, cols, D, eps)
-        ffn = _ffn_rows(h, mat, vec, D, F, HP, D_PAD, BM, BF, LO)
+        ffn = _ffn_rows(h.to(mat.dtype.element_ty), mat, vec, D, F, HP, D_PAD, BM, BF)
         b_2 = tl.load(vec + 5 * D + 3 * HP + F + cols, mask=cols < D, other=0.0)
         x = tl.where(valid[:, None], x + (ffn + b_2[None, :]), 0.0)
         if LAST:
             x = tl.where(valid[:, None], _layer_norm(x, next_vec, next_vec + D, cols, D, eps), 0.0)
         else:
-            h = _layer_norm(x, next_vec, next_vec + D, cols, D, eps)
+            h = _layer_norm(x, next_vec, next_vec + D, cols, D, eps).to(mat.dtype.element_ty)
             nkv = kv_out + seq * H_PAD * 2 * S * DH_PAD
-            _store_kv(h, next_mat, next_vec, nkv, rows, S, D, HP, DH_PAD, D_PAD, LO)
+            _store_kv(h, next_mat, next_vec, nkv, rows, S, D, HP, DH_PAD, D_PAD)
         tl.store(dst + at, x, mask=live)
 
 
@@ -585,10 +551,10 @@ def _pad_heads(
     return padded.reshape(*shape[:dim], heads_pad * head_pad, *shape[dim + 1 :])
 
 
-def _fused_packs(model: Any, dtype: torch.dtype, tails: bool) -> tuple[torch.Tensor, torch.Tensor]:
+def _fused_packs(model: Any, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-layer parameter packs for the fused kernels (head dimension zero-padded to powers of
     two): fp32 vectors [L+1, 6D+3HP+F] (the last row holds the final LayerNorm) and weights
-    [L, 4HP*D+2FD] in the compute dtype, followed (tails) by what that rounding lost x 2^11."""
+    [L, 4HP*D+2FD] in the compute dtype."""
     heads = model.layers[0].attention.num_heads
     width = model.layers[0].attention.d_model
     pads = (heads, max(16, _next_pow2(width // heads)), _next_pow2(heads))
@@ -608,10 +574,7 @@ def _fused_packs(model: Any, dtype: torch.dtype, tails: bool) -> tuple[torch.Ten
             weights = [_pad_heads(p.weight, *pads, dim=0) for p in in_proj]
             weights += [_pad_heads(att.out_proj.weight, *pads, dim=1)]
             weights += [layer.ffn_in.weight, layer.ffn_out.weight]
-            full = torch.cat([w.reshape(-1) for w in weights]).float()
-            head = full.to(dtype)
-            tail = ((full - head.float()) * _TAIL_SCALE).to(dtype)
-            mats.append(torch.cat([head, tail]) if tails else head)
+            mats.append(torch.cat([w.reshape(-1) for w in weights]).to(dtype))
         final = torch.cat([model.final_norm.weight, model.final_norm.bias]).float()
         vecs.append(torch.cat([final, final.new_zeros(vecs[0].numel() - final.numel())]))
     return torch.stack(vecs).contiguous(), torch.stack(mats).contiguous()
@@ -644,11 +607,8 @@ def _fused_meta(model: Any, x: torch.Tensor) -> dict[str, Any]:
     chosen_warps = model.tunables["fused_warps"]
     # auto: 4 warps, measured faster than 8 on every config swept (H200, 2026-11-30).
     warps = 4 if chosen_warps == "auto" else int(chosen_warps)
-    tails = model.tunables["fused_precision"] == "fp16x3"
-    per_layer = 4 * heads_pad * head_pad * width + 2 * ffn * width
-    shape = {"D": width, "H_PAD": heads_pad, "DH_PAD": head_pad, "D_PAD": width_pad}
     return {
-        "shape": {**shape, "LO": per_layer if tails else 0},
+        "shape": {"D": width, "H_PAD": heads_pad, "DH_PAD": head_pad, "D_PAD": width_pad},
         "blocks": {
             "BM": rows,
             "BN": max(16, min(64, _next_pow2(seq), _SCORE_TILE // (heads_pad * rows))),
@@ -779,9 +739,8 @@ class OptimizedTransformer(nn.Module):
 
     def _packs(self) -> tuple[torch.Tensor, torch.Tensor]:
         params = list(self.parameters())
-        tails = self.tunables["fused_precision"] == "fp16x3"
-        key = (*_weight_key(*params), _FUSED_OPERANDS, tails)
-        return self._fused.get(key, lambda: _fused_packs(self, _FUSED_OPERANDS, tails))
+        key = (*_weight_key(*params), _FUSED_OPERANDS)
+        return self._fused.get(key, lambda: _fused_packs(self, _FUSED_OPERANDS))
 
     def load_state_dict(self, *args: Any, **kwargs: Any) -> Any:
         self._graphs.clear()  # captured graphs hold derived weights of the old state
