@@ -315,6 +315,12 @@ except ImportError:  # CPU-only installs: the torch path serves every shape
 # GEMM-library path.
 _MAX_FUSED_WIDTH = 256
 _MAX_FUSED_HEAD = 128
+# Narrower models take the torch path too: at width 32 the fp16 operands' rounding left the
+# fused path 0.0021-0.0023 from the TF32 reference at input scale 0.5, failing the gate by one
+# element in 2 of 2 H200 evaluations (width 128 passed every trial); it is launch-bound
+# either way. An fp16x3 split of every projection was closer to exact but further from the
+# TF32 reference (0.0032) and half as fast on 10,000 x 128 (docs/results/track3-h200-progress.md).
+_MIN_FUSED_WIDTH = 64
 # Score values per program ([heads x rows x keys]): more spills registers.
 _SCORE_TILE = 16384
 # The fused kernels' operand type, whatever matmul_precision says (it governs the torch path):
@@ -666,12 +672,13 @@ def _fused_forward(
 
 def _fused_fits(model: Any, x: torch.Tensor) -> bool:
     """Whether the fused kernels serve this input: Triton present, CUDA (or the Triton
-    interpreter on any device), causal, narrow enough for register tiles."""
+    interpreter on any device), causal, narrow enough for register tiles, wide enough for
+    their fp16 rounding to pass the gate."""
     if not _HAVE_TRITON or not model.causal or x.dim() != 3:
         return False
     first = model.layers[0]
     width, heads = x.shape[-1], first.attention.num_heads
-    narrow = width <= _MAX_FUSED_WIDTH and width // heads <= _MAX_FUSED_HEAD
+    narrow = _MIN_FUSED_WIDTH <= width <= _MAX_FUSED_WIDTH and width // heads <= _MAX_FUSED_HEAD
     return (
         narrow
         and first.ffn_in.out_features <= 4 * _MAX_FUSED_WIDTH

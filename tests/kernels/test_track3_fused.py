@@ -63,17 +63,18 @@ def run_interpreted(cases: list[Case], script: str = SCRIPT) -> list[dict[str, o
 
 
 def test_fused_kernels_pass_the_gate_on_cpu_shapes() -> None:
-    # heads 4 and 16 (head dim 32 and 8, padded to 16), D 128 and 32, one and several row
+    # heads 4 and 16 (head dim 32 and 8, padded to 16), D 128 and 64, one and several row
     # blocks per sequence, with and without right padding, torch-path precision fp32 or fp16
     # (the fused kernels' operands are fp16 either way); and shapes that are no powers of two
     # (3 heads padded to 4, width 96, FFN 80, 40 tokens).
     odd = {"batch_size": 2, "seq_len": 40, "d_model": 96, "num_heads": 3, "ffn_dim": 80}
+    narrowest = {"d_model": 64, "ffn_dim": 64}
     cases: list[Case] = [
         ("cpu-5", "fp16", 0.5, "auto", {**odd, "num_layers": 2}),
         ("cpu-2", "fp16", 0.5, "32"),
         ("cpu-3", "fp16", 0.0, "auto"),
-        ("cpu-5", "fp32", 0.5, "16"),
-        ("cpu-5", "fp16", 0.25, "auto"),
+        ("cpu-5", "fp32", 0.5, "16", narrowest),
+        ("cpu-5", "fp16", 0.25, "auto", narrowest),
     ]
     rows = run_interpreted(cases)
     for case, row in zip(cases, rows, strict=True):
@@ -90,8 +91,15 @@ def test_a_broken_fused_kernel_fails_the_gate(tmp_path: Path) -> None:
     module = tmp_path / "broken_seed.py"
     module.write_text(broken)
     script = SCRIPT.replace("track3_workload().seed_candidate", repr(str(module)), 1)
-    rows = run_interpreted([("cpu-5", "fp32", 0.0, "16")], script)
-    assert rows[0]["failed"] > 0  # type: ignore[operator]
+    rows = run_interpreted([("cpu-5", "fp32", 0.0, "16", {"d_model": 64, "ffn_dim": 64})], script)
+    assert rows[0]["fits"] and rows[0]["failed"] > 0  # type: ignore[operator]
+
+
+def test_width_32_takes_the_torch_path() -> None:
+    """Below width 64 the fused kernels' fp16 rounding failed the gate on the H200: those
+    shapes keep the torch path even under the interpreter, where width 64 is fused (above)."""
+    rows = run_interpreted([("cpu-5", "fp16", 0.0, "auto")])
+    assert rows[0]["fits"] is False
 
 
 def test_fused_operands_are_fp16_whatever_the_torch_path_precision() -> None:
