@@ -124,6 +124,7 @@ def measure_config(
     config = judge.workload.configs[config_id]
     reference = judge.runtime.build_reference(config, device)
     row: dict[str, Any] = {"config": config_id, "first_call_s": {}, "failed": {}}
+    graphs_before = _fresh_compiler()
     for arm in request.arms:
         if arm.kind is ArmKind.REFERENCE:
             continue
@@ -138,6 +139,13 @@ def measure_config(
         row["first_call_s"][arm.name] = time.perf_counter() - started
         release_compile_workers()  # parallel compiles leave pools the judge's guard rejects
         row["failed"][arm.name] = _failed_elements(judge, model, reference, config)
+    if "compiled" in arms and _compiled_graphs() == graphs_before:
+        # Eager timed under the compile arm's name would flatter nothing and mislead everyone.
+        row["error"] = (
+            "the compile arm compiled no graph for this config: it ran eager (is "
+            "TORCH_COMPILE_DISABLE set?); this row's compile figures are not torch.compile's"
+        )
+        return {**row, "median_ns": {}, "rounds": 0, "floor_ns": None, "ratios": [], "tainted": []}
     result = ConfigResult(config_id=config_id)
     try:
         judge._time_config(result)
@@ -150,6 +158,26 @@ def measure_config(
     row["ratios"] = [r.model_dump() for r in result.ratios]
     row["tainted"] = list(judge.taint)
     return row
+
+
+def _compiled_graphs() -> int:
+    """Graphs Dynamo has compiled in this process (0 before torch is imported)."""
+    if "torch._dynamo" not in sys.modules:
+        return 0
+    from torch._dynamo.utils import counters
+
+    return int(counters["stats"]["unique_graphs"])
+
+
+def _fresh_compiler() -> int:
+    """Forget the compiled frames of earlier configs, so this config's shapes compile afresh
+    instead of counting against Dynamo's recompile limit (8 shapes of the one reference
+    forward, after which it silently ran eager on the H200), and return the graph count."""
+    if "torch._dynamo" in sys.modules:
+        import torch._dynamo
+
+        torch._dynamo.reset()
+    return _compiled_graphs()
 
 
 def _geomean(values: list[float]) -> float:
@@ -290,6 +318,8 @@ def main() -> None:
         import torch._inductor.config as inductor_config
 
         inductor_config.compile_threads = args.compile_threads
+        # No quiesce timer: shutting its pool down would wait up to 30 s for the timer thread.
+        inductor_config.quiesce_async_compile_pool = False
     work = Path(tempfile.mkdtemp(prefix="track3-bench-"))
     arms: dict[str, Path | None] = {"baseline": None, "frontier": args.frontier.resolve()}
     if args.compile_mode != "none":

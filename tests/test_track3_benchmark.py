@@ -3,18 +3,25 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "benchmarks/track3_h200.py"
 SEED = ROOT / "kernels/track3/seed_candidate.py"
 
 
-def bench(*args: str) -> subprocess.CompletedProcess[str]:
+def bench(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, str(SCRIPT), *args], capture_output=True, text=True, cwd=ROOT, timeout=600
+        [sys.executable, str(SCRIPT), *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=600,
+        env={**os.environ, **env},
     )
 
 
@@ -40,17 +47,29 @@ def test_runs_over_config_subsets_merge_into_one_table(tmp_path: Path) -> None:
     assert done.returncode != 0 and "appears twice" in done.stderr
 
 
-def test_compile_arm_built_by_parallel_workers_is_timed(tmp_path: Path) -> None:
-    """The compile arm's Inductor pools are shut down before timing: the judge's thread guard
-    would otherwise reject the config (seen without the release: 'threads left running')."""
+def compile_bench(tmp_path: Path, **env: str) -> list[dict[str, Any]]:
     out = tmp_path / "c.json"
     done = bench(
         "--device", "cpu", "--configs", "cpu-1", "--compile-mode", "default",
         "--compile-threads", "2", "--rounds", "3", "--frontier", str(SEED),
-        "--out", str(tmp_path / "c.md"), "--json-out", str(out),
+        "--out", str(tmp_path / "c.md"), "--json-out", str(out), **env,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
-    row = json.loads(out.read_text())["rows"][0]
+    return list(json.loads(out.read_text())["rows"])
+
+
+def test_compile_arm_built_by_parallel_workers_is_timed(tmp_path: Path) -> None:
+    """The compile arm's Inductor pools are shut down before timing: the judge's thread guard
+    would otherwise reject the config (seen without the release: 'threads left running')."""
+    row = compile_bench(tmp_path)[0]
     assert "error" not in row, row.get("error")
     assert set(row["median_ns"]) == {"baseline", "compiled", "frontier"}
     assert row["failed"]["compiled"][0] == 0
+
+
+def test_a_compile_arm_that_ran_eager_is_an_error_not_a_row(tmp_path: Path) -> None:
+    """On the H200 Dynamo's recompile limit made the compile arm run eager from the ninth
+    config on, timed as if compiled; a compile arm that compiled no graph is now an error."""
+    row = compile_bench(tmp_path, TORCH_COMPILE_DISABLE="1")[0]
+    assert "ran eager" in row["error"], row
+    assert row["median_ns"] == {}

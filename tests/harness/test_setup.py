@@ -71,3 +71,31 @@ def test_parallel_compiles_leave_no_thread_once_released(
     built, after = done.stdout.splitlines()[-2:]
     assert built != "built []", done.stdout
     assert (after != "after []") is expect_left, done.stdout
+
+
+POOL = """
+import sys, threading
+import torch._inductor.config as inductor_config
+from harness.setup import release_compile_workers
+inductor_config.compile_threads = 2
+inductor_config.quiesce_async_compile_time = 2  # its timer wakes every second
+before = {t.ident for t in threading.enumerate()}
+from torch._inductor.async_compile import AsyncCompile
+assert AsyncCompile.process_pool().submit(len, "abc").result() == 3
+print("built", sorted(t.name for t in threading.enumerate() if t.ident not in before))
+if sys.argv[1] == "release":
+    release_compile_workers()
+print("after", sorted(t.name for t in threading.enumerate() if t.ident not in before))
+"""
+
+
+@pytest.mark.parametrize(("mode", "expect_left"), [("release", False), ("keep", True)])
+def test_the_triton_subprocess_pool_leaves_no_timer_once_released(
+    mode: str, expect_left: bool, tmp_path: Path
+) -> None:
+    # The H200 run found 'subproc_worker_timer' alive after the pool's shutdown (the judge
+    # rejected three configs); keeping the pool is the control that the timer does start.
+    done = _run(POOL, mode, HOME=str(tmp_path), TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "i"))
+    built, after = done.stdout.splitlines()[-2:]
+    assert "subproc_worker_timer" in built, done.stdout
+    assert ("subproc_worker_timer" in after) is expect_left, done.stdout
