@@ -45,21 +45,27 @@ def test_progress_bars_leave_no_monitor_thread(mode: str, expect_monitor: bool) 
     assert ("tqdm_monitor" in done.stdout) is expect_monitor, done.stdout
 
 
-COMPILE = """
+THREADS = """
 import sys, threading
-import torch
 import torch._inductor.config as inductor_config
 from harness.setup import quiet_progress_monitor, release_compile_workers
 inductor_config.compile_threads = 2
-quiet_progress_monitor()
-before = {t.ident for t in threading.enumerate()}
-compiled = torch.compile(lambda x, w: torch.nn.functional.gelu(x @ w).sum(-1))
-compiled(torch.randn(16, 32), torch.randn(32, 32))
+{setup}
+before = {{t.ident for t in threading.enumerate()}}
+{build}
 print("built", sorted(t.name for t in threading.enumerate() if t.ident not in before))
 if sys.argv[1] == "release":
     release_compile_workers()
 print("after", sorted(t.name for t in threading.enumerate() if t.ident not in before))
 """
+
+
+def _threads_around(setup: str, build: str, mode: str, tmp_path: Path) -> tuple[str, str]:
+    """The new threads' names after a build and after the release (or not, mode 'keep')."""
+    script = THREADS.format(setup=setup, build=build)
+    done = _run(script, mode, HOME=str(tmp_path), TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "i"))
+    built, after = done.stdout.splitlines()[-2:]
+    return built, after
 
 
 @pytest.mark.parametrize(("mode", "expect_left"), [("release", False), ("keep", True)])
@@ -67,26 +73,15 @@ def test_parallel_compiles_leave_no_thread_once_released(
     mode: str, expect_left: bool, tmp_path: Path
 ) -> None:
     # Keeping the pool is the control: a parallel compile does leave the thread the judge rejects.
-    done = _run(COMPILE, mode, HOME=str(tmp_path), TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "i"))
-    built, after = done.stdout.splitlines()[-2:]
-    assert built != "built []", done.stdout
-    assert (after != "after []") is expect_left, done.stdout
-
-
-POOL = """
-import sys, threading
-import torch._inductor.config as inductor_config
-from harness.setup import release_compile_workers
-inductor_config.compile_threads = 2
-inductor_config.quiesce_async_compile_time = 2  # its timer wakes every second
-before = {t.ident for t in threading.enumerate()}
-from torch._inductor.async_compile import AsyncCompile
-assert AsyncCompile.process_pool().submit(len, "abc").result() == 3
-print("built", sorted(t.name for t in threading.enumerate() if t.ident not in before))
-if sys.argv[1] == "release":
-    release_compile_workers()
-print("after", sorted(t.name for t in threading.enumerate() if t.ident not in before))
-"""
+    built, after = _threads_around(
+        "import torch\nquiet_progress_monitor()",
+        "compiled = torch.compile(lambda x, w: torch.nn.functional.gelu(x @ w).sum(-1))\n"
+        "compiled(torch.randn(16, 32), torch.randn(32, 32))",
+        mode,
+        tmp_path,
+    )
+    assert built != "built []", built
+    assert (after != "after []") is expect_left, after
 
 
 @pytest.mark.parametrize(("mode", "expect_left"), [("release", False), ("keep", True)])
@@ -95,7 +90,13 @@ def test_the_triton_subprocess_pool_leaves_no_timer_once_released(
 ) -> None:
     # The H200 run found 'subproc_worker_timer' alive after the pool's shutdown (the judge
     # rejected three configs); keeping the pool is the control that the timer does start.
-    done = _run(POOL, mode, HOME=str(tmp_path), TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "i"))
-    built, after = done.stdout.splitlines()[-2:]
-    assert "subproc_worker_timer" in built, done.stdout
-    assert ("subproc_worker_timer" in after) is expect_left, done.stdout
+    built, after = _threads_around(
+        # The timer wakes every 8 s: longer than the pool takes to shut down, as on the H200.
+        "inductor_config.quiesce_async_compile_time = 16",
+        "from torch._inductor.async_compile import AsyncCompile\n"
+        'assert AsyncCompile.process_pool().submit(len, "abc").result() == 3',
+        mode,
+        tmp_path,
+    )
+    assert "subproc_worker_timer" in built, built
+    assert ("subproc_worker_timer" in after) is expect_left, after
