@@ -157,6 +157,7 @@ def measure_config(
         row["error"] = f"{type(exc).__name__}: {exc}"
     release_compile_workers()  # a rebuilt arm may have recompiled while warming up
     row["median_ns"] = {t.arm: t.median_ns for t in result.timings}
+    row["protocol"] = {t.arm: t.protocol for t in result.timings}
     row["rounds"] = result.rounds
     row["floor_ns"] = result.floor_ns
     row["ratios"] = [r.model_dump() for r in result.ratios]
@@ -223,11 +224,15 @@ def render(report: dict[str, Any]) -> str:
         "(seeds 1234-1238). Floor ratio: frontier median / roofline floor (0.5 x the larger of "
         "FLOPs / measured matmul rate and bytes / measured bandwidth). Tainted: the judge's "
         "contention readings while the config was timed (other processes on the GPU, host "
-        "cores busy elsewhere, clock slowdowns).",
+        "cores busy elsewhere, clock slowdowns). Timed as: each arm's protocol, chosen by its "
+        "cost inside a calibration block (eager / compile / frontier): `per-call+l2flush` "
+        "(one event pair per call, cold L2, for calls of 100 us or more) or `batched-N` "
+        "(N back-to-back calls per event pair).",
         "",
         "| config | eager ms | compile ms | frontier ms | x eager | x compile | failed "
-        "(compile) | failed (frontier) | floor ratio | compile first call s | tainted |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        "(compile) | failed (frontier) | floor ratio | compile first call s | tainted | "
+        "timed as |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|",
     ]
     for r in report["rows"]:
         med = r["median_ns"]
@@ -246,10 +251,11 @@ def render(report: dict[str, Any]) -> str:
         lines.append(
             f"| {r['config']} | {cell(eager)} | {cell(comp)} | {cell(front)} | {x_eager} | "
             f"{x_comp} | {fc} | {ff} | {floor} | {'-' if first is None else f'{first:.1f}'} | "
-            f"{'; '.join(t.split(': ', 1)[-1] for t in r.get('tainted') or []) or '-'} |"
+            f"{'; '.join(t.split(': ', 1)[-1] for t in r.get('tainted') or []) or '-'} | "
+            f"{_protocols(r)} |"
         )
         if r.get("error"):
-            lines.append(f"|  | judge: {r['error'][:150]} ||||||||||")
+            lines.append(f"|  | judge: {r['error'][:150]} |||||||||||")
     summary = report["summary"]
     lines += ["", "Geometric means over the configs above:", ""]
     for key, value in summary.items():
@@ -258,6 +264,14 @@ def render(report: dict[str, Any]) -> str:
         lines += ["", "## The search run that found the frontier", "", "```"]
         lines += [json.dumps(report["ledger_summary"], indent=2)[:6000], "```"]
     return "\n".join(lines) + "\n"
+
+
+def _protocols(row: dict[str, Any]) -> str:
+    """'eager / compile / frontier' timing protocols ('-' where an arm was not timed)."""
+    timed = row.get("protocol") or {}
+    if not timed:
+        return "-"
+    return " / ".join(timed.get(arm) or "-" for arm in ("baseline", "compiled", "frontier"))
 
 
 def merge_reports(paths: list[Path]) -> dict[str, Any]:

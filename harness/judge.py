@@ -302,8 +302,8 @@ class Judge:
             fn = _bind(self.runtime.call, model, warm.sets[0])
             for _ in range(plan.warmup_calls):
                 fn()
-            count, single = calibrate_calls(fn, self.timer, plan.target_block_s)
-            per_call = single >= plan.per_call_threshold_s * 1e9 and self.request.device.startswith(
+            count, cost = calibrate_calls(fn, self.timer, plan.target_block_s)
+            per_call = cost >= plan.per_call_threshold_s * 1e9 and self.request.device.startswith(
                 "cuda"
             )
             calls[name] = 1 if per_call else count

@@ -109,8 +109,9 @@ class TimingPlan(BaseModel):
     per_call_threshold_s: float = Field(
         default=1e-4,
         gt=0,
-        description="Calls at least this long get one event pair each (with an L2 flush before "
-        "each on GPU); shorter calls are batched per event pair.",
+        description="Calls that cost at least this long inside a calibration block get one "
+        "event pair each (with an L2 flush before each on GPU); cheaper calls are batched per "
+        "event pair.",
     )
     l2_flush: bool = Field(default=True, description="Flush L2 before per-call timed calls.")
     spot_checks: int = Field(
@@ -186,6 +187,9 @@ class ArmTiming(BaseModel):
     calls_per_block: int = Field(description="Calls timed together per sample.")
     samples_ns: list[float] = Field(description="Per-call time of each block, in order (ns).")
     median_ns: float = Field(description="Median of samples_ns.")
+    protocol: str = Field(
+        default="", description="How its blocks were timed: 'batched-N' or 'per-call[+l2flush]'."
+    )
 
 
 class RatioStats(BaseModel):

@@ -42,6 +42,10 @@ def test_runs_over_config_subsets_merge_into_one_table(tmp_path: Path) -> None:
     # The seed with default tunables is the reference: no failed element on either config.
     rows = [json.loads(p.read_text())["rows"][0] for p in parts]
     assert all(r["failed"]["frontier"][0] == 0 for r in rows)
+    # Every row names how each arm was timed (on the CPU: batched, no L2 flush).
+    assert all(set(r["protocol"]) == {"baseline", "frontier"} for r in rows)
+    assert all(p.startswith("batched-") for r in rows for p in r["protocol"].values())
+    assert "| batched-" in table and " / - / batched-" in table
     # A config measured twice cannot be merged.
     done = bench("--merge", str(parts[0]), str(parts[0]), "--out", str(tmp_path / "x.md"))
     assert done.returncode != 0 and "appears twice" in done.stderr
