@@ -173,7 +173,7 @@ def calibrate_calls(fn: Call, timer: BlockTimer, target_block_s: float) -> tuple
     block). The cost is read from whole blocks, not from one isolated call: a host-bound call's
     isolated latency (launch and sync included) can be twice its cost in a block and sat on the
     per-call threshold, so the same code was timed per call in one run and batched in the next
-    (docs/results/track3-h200.md)."""
+    (docs/results/track3-h200-repeats.md)."""
 
     def calls_for(cost_ns: float) -> int:
         return max(1, min(10_000, math.ceil(target_block_s * 1e9 / max(cost_ns, 1.0))))
