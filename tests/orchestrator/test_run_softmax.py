@@ -29,6 +29,13 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     first = service.run_search(fast_settings(root, max_candidates=2), ListReporter())
     assert first.reason == "reached 2 candidates"
     service.inject_message(root, "IDEA", "Normalize with the fused softmax kernel", "tester")
+    # The idea reads as normalize=fused_softmax, which a parent that already has it leaves out
+    # (no credit for a move that changes nothing). Which parent the next step draws depends on
+    # the first run's timed promotions, so under CI load it once drew one with fused softmax
+    # and the idea was never tried; pin that one step to the seed, which never has it.
+    with Ledger.open_path(root / "ledger.sqlite", create=False) as ledger:
+        seed_sha = derive_state(ledger).seed_sha
+    service.inject_message(root, "REDIRECT", f"parent={seed_sha} steps=1", "tester")
     second = service.run_search(fast_settings(root, max_candidates=4), ListReporter())
     assert second.reason == "reached 4 candidates"
     return root
@@ -68,6 +75,7 @@ def test_injected_idea_was_tried_credited_and_promoted(run_dir: Path) -> None:
     forced = [n for n, step in sorted(state.steps.items()) if step.started.idea_forced]
     assert len(forced) == 1, forced
     assert state.steps[forced[0]].started.idea_id == human[0].id
+    assert state.steps[forced[0]].started.parent_sha == state.seed_sha  # the REDIRECT held
     earlier = [state.steps[n].started.idea_id for n in state.steps if n < forced[0]]
     assert human[0].id not in earlier
     cand = state.candidates[state.steps[forced[0]].sha or ""]
