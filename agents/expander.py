@@ -48,8 +48,18 @@ class ExpansionOutcome(enum.StrEnum):
     """How an expansion ended."""
 
     COMMITTED = "committed"
-    NO_CHANGE = "no_change"
+    # The agent worked on the idea and produced nothing that passes: the idea's failure.
     FAILED = "failed"
+    # Infrastructure outcomes: nothing was learnt about the idea or the parent.
+    NO_CHANGE = "no_change"
+    PROVIDER_ERROR = "provider_error"
+    MALFORMED_REPLIES = "malformed_replies"
+    INFRASTRUCTURE_ERROR = "infrastructure_error"
+
+    @property
+    def infrastructure(self) -> bool:
+        """True when the outcome says nothing about the idea or the parent (never scored)."""
+        return self not in (ExpansionOutcome.COMMITTED, ExpansionOutcome.FAILED)
 
 
 class ExpansionResult(BaseModel):

@@ -122,7 +122,7 @@ class LLMExpander:
                 )
             except LLMError as exc:
                 return (
-                    ExpansionOutcome.FAILED,
+                    ExpansionOutcome.PROVIDER_ERROR,
                     f"the model could not be reached: {exc}",
                     system.template_hash,
                 )
@@ -135,8 +135,10 @@ class LLMExpander:
             if tools.committed:
                 return ExpansionOutcome.COMMITTED, tools.message, system.template_hash
         trail = "; ".join(tools.log[-6:])
+        # A model that never made one well-formed, successful tool call did not try the idea.
+        worked = any(line.endswith(": ok") for line in tools.log)
         return (
-            ExpansionOutcome.FAILED,
+            ExpansionOutcome.FAILED if worked else ExpansionOutcome.MALFORMED_REPLIES,
             f"no commit after {self.settings.max_turns} turns (last tool results: {trail})",
             system.template_hash,
         )

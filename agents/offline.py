@@ -143,8 +143,13 @@ class OfflineExpander:
         try:
             source = repo.git.show(f"{request.parent_sha}:{request.candidate_file}")
             parent, space, docs = read_tunables(source), read_space(source), read_docs(source)
-        except (git.GitCommandError, TunablesError) as exc:
-            return self._result(ExpansionOutcome.FAILED, f"cannot read the parent: {exc}", started)
+        except git.GitCommandError as exc:
+            reason = f"cannot read the parent: {exc}"
+            return self._result(ExpansionOutcome.INFRASTRUCTURE_ERROR, reason, started)
+        except TunablesError as exc:
+            # Code without declared tunables: this operator has nothing it can change there.
+            reason = f"cannot read the parent's tunables: {exc}"
+            return self._result(ExpansionOutcome.NO_CHANGE, reason, started)
         plan = _Plan(
             request=request,
             source=source,

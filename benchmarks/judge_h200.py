@@ -81,8 +81,8 @@ class Setup:
 
 
 def candidate_file(work: Path, name: str, tunables: dict[str, str]) -> Path:
-    """The seed candidate with some tunables set."""
-    source = resolve_workload("track3").seed_candidate.read_text()
+    """The seed candidate (its package bundled into one file) with some tunables set."""
+    source = resolve_workload("track3").seed_bundle()
     path = work / f"{name}.py"
     path.write_text(write_tunables(source, {**read_tunables(source), **tunables}))
     return path

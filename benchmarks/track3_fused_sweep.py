@@ -8,7 +8,6 @@ Usage (H200): python benchmarks/track3_fused_sweep.py --configs 2,1,6 --out docs
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import statistics
 import sys
@@ -19,6 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from harness.gate import count_failures  # noqa: E402
+from kernels.candidate_tree import load_candidate  # noqa: E402
 from kernels.registry import resolve_workload  # noqa: E402
 
 BASE = {
@@ -31,12 +31,9 @@ BASE = {
 }
 
 
-def load_candidate(path: Path) -> Any:
-    spec = importlib.util.spec_from_file_location("swept_candidate", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def load_swept(path: Path) -> Any:
+    """A candidate module file, or a package directory (its candidate.py)."""
+    return load_candidate(path / "candidate.py" if path.is_dir() else path, "swept_candidate")
 
 
 def time_calls(fn: Any, inputs: tuple[Any, ...], calls: int) -> float:
@@ -95,10 +92,10 @@ def main() -> None:
     parser.add_argument("--configs", default="2,12,7,1,5,11,13,6")
     parser.add_argument("--rows", default="auto,16,32,64,128")
     parser.add_argument("--warps", default="4,8")
-    parser.add_argument("--candidate", type=Path, default=ROOT / "kernels/track3/seed_candidate.py")
+    parser.add_argument("--candidate", type=Path, default=ROOT / "kernels/track3/seed")
     parser.add_argument("--out", type=Path, default=ROOT / "docs/results/track3-fused-sweep.md")
     args = parser.parse_args()
-    module = load_candidate(args.candidate)
+    module = load_swept(args.candidate)
     shapes = [(r, w) for r in args.rows.split(",") for w in args.warps.split(",")]
     results = [row for cid in args.configs.split(",") for row in sweep_config(module, cid, shapes)]
     lines = [

@@ -10,7 +10,7 @@ Across several GPU commands (each is capped at 10 minutes):
   python benchmarks/track3_h200.py --merge a.json b.json
 Smoke test (CPU):
   python benchmarks/track3_h200.py --device cpu --configs cpu-1 --compile-mode none \
-      --frontier kernels/track3/seed_candidate.py --out /tmp/t3.md
+      --frontier kernels/track3/seed --out /tmp/t3.md
 """
 
 from __future__ import annotations
@@ -300,7 +300,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--configs", default=",".join(str(i) for i in range(1, 14)))
-    parser.add_argument("--frontier", type=Path, help="candidate.py to measure")
+    parser.add_argument(
+        "--frontier", type=Path, help="module to measure, or a package dir holding candidate.py"
+    )
     parser.add_argument(
         "--merge", type=Path, nargs="+", help="render these --json-out files as one"
     )
@@ -327,8 +329,13 @@ def main() -> None:
         args.out.write_text(render(merged))
         print(f"wrote {args.out}")
         return
+    if args.frontier is not None and args.frontier.is_dir():
+        args.frontier = args.frontier / "candidate.py"  # a package: its entry module
     if args.frontier is None or not args.frontier.is_file():
-        raise SystemExit(f"--frontier {args.frontier}: no such file; pass a candidate.py")
+        raise SystemExit(
+            f"--frontier {args.frontier}: no such file; pass a submission.py, a candidate.py or "
+            "a package directory holding candidate.py"
+        )
     if args.ledger_summary and not args.ledger_summary.is_file():
         raise SystemExit(f"--ledger-summary {args.ledger_summary}: no such file")
     if args.compile_threads > 1:

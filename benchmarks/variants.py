@@ -1,4 +1,4 @@
-"""Write seed-candidate variants (tunables set) for hand-run GPU probes: NAME=k:v,k:v ..."""
+"""Write seed-candidate variants (bundled, tunables set) for hand-run GPU probes: NAME=k:v,k:v"""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from kernels.registry import resolve_workload  # noqa: E402
 def main() -> None:
     out = Path(sys.argv[1])
     out.mkdir(parents=True, exist_ok=True)
-    source = resolve_workload("track3").seed_candidate.read_text()
+    source = resolve_workload("track3").seed_bundle()  # one file, the package bundled
     for spec in sys.argv[2:]:
         name, _, pairs = spec.partition("=")
         chosen = dict(p.split(":") for p in pairs.split(",") if p)

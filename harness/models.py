@@ -50,6 +50,7 @@ class EvaluationMode(enum.StrEnum):
 
     EVALUATE = "evaluate"
     QUALIFY = "qualify"
+    PROFILE = "profile"  # the judged arm's top kernels on one config; no verdict, no timing
 
 
 class DevicePeaks(BaseModel):
@@ -165,6 +166,15 @@ class EvaluationRequest(BaseModel):
         return self
 
 
+class ProfileRow(BaseModel):
+    """One operator or kernel of a profiled arm, summed over the profiled calls."""
+
+    name: str = Field(description="Kernel or operator name as the profiler reports it.")
+    calls: int = Field(description="Times it ran over the profiled calls.")
+    device_us: float = Field(description="Total self time on the device (CPU time on a CPU).")
+    share: float = Field(description="Fraction of the profiled device time.")
+
+
 class TrialResult(BaseModel):
     """Correctness of one trial on one config."""
 
@@ -250,6 +260,9 @@ class EvaluationResult(BaseModel):
     taint: list[str] = Field(default_factory=list, description="What tainted the measurement.")
     environment: dict[str, object] = Field(
         default_factory=dict, description="Clocks, load and processes before and after timing."
+    )
+    profile: list[ProfileRow] = Field(
+        default_factory=list, description="Top operators by device time (mode=profile)."
     )
     qualification: dict[str, object] | None = Field(
         default=None, description="Measured device properties (mode=qualify)."

@@ -11,6 +11,7 @@ from collections.abc import Iterator, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from kernels.candidate_tree import local_modules
 from kernels.workload import StaticPolicy
 
 FORBIDDEN_CALLS = frozenset(
@@ -165,21 +166,42 @@ def _shape_findings(tree: ast.Module, file: str, policy: StaticPolicy) -> Iterat
             )
 
 
-def _import_findings(tree: ast.Module, file: str, policy: StaticPolicy) -> Iterator[Finding]:
+def _relative_finding(node: ast.ImportFrom, file: str, local: set[str]) -> Finding | None:
+    """A relative import is allowed in one form: 'from .MODULE import NAME' of the tree's own."""
+    if node.level == 1 and node.module in local:
+        return None
+    target = "." * node.level + (node.module or "")
+    return Finding(
+        rule=Rule.FORBIDDEN_IMPORT,
+        file=file,
+        line=node.lineno,
+        message=f"relative import from {target!r}: a candidate imports its own modules as "
+        f"'from .MODULE import NAME' with MODULE one of {sorted(local) or 'its files'}",
+    )
+
+
+def _import_findings(
+    tree: ast.Module, file: str, policy: StaticPolicy, local: set[str]
+) -> Iterator[Finding]:
     allowed = set(policy.allowed_imports)
     for node in ast.walk(tree):
         names: list[str] = []
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level:
+            finding = _relative_finding(node, file, local)
+            if finding is not None:
+                yield finding
         elif isinstance(node, ast.ImportFrom):
-            names = ["." if node.level else (node.module or "")]
+            names = [node.module or ""]
         for name in names:
             if name.split(".")[0] not in allowed:
+                hint = f" (its own module: 'from .{name} import NAME')" if name in local else ""
                 yield Finding(
                     rule=Rule.FORBIDDEN_IMPORT,
                     file=file,
                     line=getattr(node, "lineno", 0),
-                    message=f"import of {name!r} is not allowed; allowed: {sorted(allowed)}",
+                    message=f"import of {name!r} is not allowed{hint}; allowed: {sorted(allowed)}",
                 )
 
 
@@ -301,9 +323,11 @@ def check_sources(
     entry_file: str,
     constraints: list[Constraint] | None = None,
 ) -> StaticReport:
-    """Run every static rule over a candidate's Python files."""
+    """Run every static rule over a candidate's Python files (a flat package: its top-level
+    modules may import each other relatively)."""
     constraints = constraints or []
     findings: list[Finding] = []
+    local = local_modules(sources)
     for file, text in sorted(sources.items()):
         try:
             tree = ast.parse(text, filename=file)
@@ -312,7 +336,7 @@ def check_sources(
                 Finding(rule=Rule.SYNTAX, file=file, line=exc.lineno or 0, message=str(exc.msg))
             )
             continue
-        findings.extend(_import_findings(tree, file, policy))
+        findings.extend(_import_findings(tree, file, policy, local))
         findings.extend(_call_findings(tree, file, constraints))
         findings.extend(_escape_findings(tree, file))
         findings.extend(_shape_findings(tree, file, policy))

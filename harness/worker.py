@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import sys
@@ -22,6 +21,7 @@ from harness.models import (
     RejectReason,
 )
 from harness.watchdog import start_watchdog
+from kernels.candidate_tree import load_candidate
 
 # Names of the modules the judge loads candidates under; never a name a candidate could shadow.
 MODULE_PREFIX = "ratchet_arm_"
@@ -54,20 +54,13 @@ class RunContext:
 
 
 def load_entry(arm: ArmSpec) -> type:
-    """Import an arm's module from its file and return its entry class."""
+    """Import an arm's entry module (a single file, or the entry of a flat package whose
+    sibling modules it imports relatively) and return its entry class."""
     from harness.judge import EvaluationFailure
 
     assert arm.module_path is not None and arm.entry_point is not None
-    name = MODULE_PREFIX + arm.name
-    spec = importlib.util.spec_from_file_location(name, arm.module_path)
-    if spec is None or spec.loader is None:
-        raise EvaluationFailure(
-            Outcome.COMPILE_ERROR, f"cannot load {arm.module_path}", RejectReason.COMPILE_ERROR
-        )
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
     try:
-        spec.loader.exec_module(module)
+        module = load_candidate(Path(arm.module_path), MODULE_PREFIX + arm.name)
     except BaseException:  # a candidate may raise anything, SystemExit included
         message = f"arm {arm.name} failed to import:\n{traceback.format_exc()[-3000:]}"
         raise EvaluationFailure(
@@ -141,6 +134,21 @@ def run_qualify(request: EvaluationRequest, ctx: RunContext) -> EvaluationResult
     )
 
 
+def run_profile(request: EvaluationRequest, ctx: RunContext) -> EvaluationResult:
+    """Top kernels of the judged arm on one config; a failure to build or run is an outcome."""
+    from harness.judge import EvaluationFailure
+    from harness.profiling import profile_arm
+
+    try:
+        rows = profile_arm(request, load_entry)
+    except EvaluationFailure as failure:
+        return _result(request, ctx, failure.outcome, failure.message, reason=failure.reason)
+    except Exception:  # the candidate's own error while it ran
+        message = f"the profiled arm failed:\n{traceback.format_exc()[-3000:]}"
+        return _result(request, ctx, Outcome.RUNTIME_ERROR, message)
+    return _result(request, ctx, Outcome.PASSED, "profiled", profile=rows)
+
+
 def main(argv: list[str]) -> int:
     """Entry point: `python -m harness.worker REQUEST.json RESULT.json`, nonce on stdin."""
     ctx = RunContext(clock=time.perf_counter_ns, started_ns=time.perf_counter_ns())
@@ -153,6 +161,8 @@ def main(argv: list[str]) -> int:
     start_watchdog(request.deadline_s)
     if request.mode is EvaluationMode.QUALIFY:
         writer.write(run_qualify(request, ctx))
+    elif request.mode is EvaluationMode.PROFILE:
+        writer.write(run_profile(request, ctx))
     else:
         writer.write(run_evaluate(request, ctx))
     return 0

@@ -10,6 +10,8 @@ from typing import Any, Protocol, cast
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from kernels.candidate_tree import bundle_sources, read_tree
+
 
 class Comparator(enum.StrEnum):
     """How an element's error is compared with the tolerance."""
@@ -142,7 +144,10 @@ class Workload(BaseModel):
     official_trials: tuple[TrialSpec, ...] = Field(description="Trials always included.")
     timing_seed_offset: int = Field(description="Timing inputs use seed + this offset.")
     candidate_file: str = Field(description="File name of the candidate module in a tree.")
-    seed_candidate: Path = Field(description="Path of the seed candidate source file.")
+    seed_candidate: Path = Field(
+        description="The seed candidate: one module file, or a directory holding the entry "
+        "module (candidate_file) and its sibling modules (a flat package)."
+    )
     ideas_file: Path = Field(description="JSON file with the starter idea library.")
     static_policy: StaticPolicy = Field(description="Static-check policy.")
     runtime_module: str = Field(description="Dotted module exposing the WorkloadRuntime API.")
@@ -178,6 +183,20 @@ class Workload(BaseModel):
             for cid in cs.config_ids
             if cid not in cs.runnable_ids
         }
+
+    def seed_entry(self) -> Path:
+        """Path of the seed's entry module (the file itself, or candidate_file in its dir)."""
+        if self.seed_candidate.is_dir():
+            return self.seed_candidate / self.candidate_file
+        return self.seed_candidate
+
+    def seed_sources(self) -> dict[str, str]:
+        """The seed's files by path inside a candidate tree (the entry as candidate_file)."""
+        return read_tree(self.seed_candidate, self.candidate_file)
+
+    def seed_bundle(self) -> str:
+        """The seed as one standalone module (its package bundled)."""
+        return bundle_sources(self.seed_sources(), self.candidate_file)
 
     def load_ideas(self) -> list[IdeaSpec]:
         """The starter idea library shipped with the workload."""

@@ -68,8 +68,12 @@ def _build_parser() -> argparse.ArgumentParser:
     export.add_argument("--sha", default=None, help="candidate (default: the frontier)")
     export.add_argument("--out", type=Path, required=True, help="output directory")
 
-    judge = sub.add_parser("judge", help="the full judge on a standalone module")
-    judge.add_argument("file", type=Path, help="module defining the workload's entry class")
+    judge = sub.add_parser("judge", help="the full judge on a standalone module or package")
+    judge.add_argument(
+        "file",
+        type=Path,
+        help="module defining the entry class, or a package dir with candidate.py",
+    )
     judge.add_argument("--workload", default=None, help="track3 (default), softmax, ...")
     judge.add_argument("--device", choices=[d.value for d in DeviceChoice], default=None)
     judge.add_argument(

@@ -137,8 +137,13 @@ class ExpansionFailed(Payload):
     step: int = Field(description="Step number.")
     parent_sha: str = Field(description="Declared parent commit.")
     idea_id: str = Field(description="Idea that was tried.")
-    outcome: str = Field(description="Expander outcome ('no_change', 'failed').")
+    outcome: str = Field(description="Expander outcome (an ExpansionOutcome value).")
     message: str = Field(description="Why nothing was committed.")
+    infrastructure: bool = Field(
+        default=False,
+        description="No change, provider error, malformed replies...: never scored against "
+        "the idea or the parent's clade.",
+    )
 
 
 class StaticChecked(Payload):

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import enum
 import json
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
@@ -12,21 +14,30 @@ import git
 from pydantic import BaseModel, Field
 
 from harness.static_checks import check_sources
+from kernels.candidate_tree import CandidateTreeError, bundle_sources, write_tree
 from kernels.workload import StaticPolicy, Workload
 from ledger import Ledger
 from orchestrator.events import EvaluationSummary, Stage
 from orchestrator.state import CandidateView, SearchState, derive_state
-from orchestrator.workspace import RunPaths, open_repository, read_file, resolve_sha
+from orchestrator.workspace import RunPaths, open_repository, read_sources, resolve_sha
 from search import Verdict
 
 ENVIRONMENT_FILE = "RATCHET_ENVIRONMENT.json"
 SUBMISSION_FILE = "submission.py"
+SUBMISSION_PACKAGE = "submission"
 MANIFEST_FILE = "manifest.json"
 STANDALONE_IMPORTS = ("torch", "triton", "math", "typing", "__future__")
 
 
 class ExportError(RuntimeError):
     """The candidate cannot be checked out or exported as asked."""
+
+
+class SubmissionForm(enum.StrEnum):
+    """How the submission is shipped."""
+
+    BUNDLE = "bundle"  # one file: the candidate's modules concatenated (or its only module)
+    PACKAGE = "package"  # a directory of the candidate's modules, entry module inside
 
 
 class ConfigResultRow(BaseModel):
@@ -46,7 +57,13 @@ class ExportManifest(BaseModel):
     commit: str = Field(description="Candidate commit sha.")
     tree: str = Field(description="Its git tree sha.")
     workload: str = Field(description="Workload name.")
-    entry_point: str = Field(description="Class to instantiate from submission.py.")
+    entry_point: str = Field(description="Class to instantiate from the entry module.")
+    form: SubmissionForm = Field(description="One bundled file, or a package directory.")
+    entry_module: str = Field(
+        description="Path of the module defining entry_point, relative to the export directory."
+    )
+    files: list[str] = Field(description="Every file of the submission, relative to the export.")
+    form_note: str = Field(description="Why this form (what stopped bundling, if anything).")
     declared_lineage: list[str] = Field(description="Declared parents up to the seed.")
     verdict: str | None = Field(description="The candidate's verdict.")
     objective: float | None = Field(description="Objective vs the baseline.")
@@ -138,10 +155,53 @@ def _version() -> str:
         return "unknown"
 
 
+@dataclass(frozen=True)
+class Submission:
+    """The files to write, by path relative to the export directory."""
+
+    form: SubmissionForm
+    files: dict[str, str]
+    entry_module: str
+    note: str
+
+
+def build_submission(sources: dict[str, str], workload: Workload) -> Submission:
+    """One standalone file where the tree bundles, else the tree as a package; either way
+    importing nothing but torch/triton (and the tree's own modules)."""
+    entry = workload.candidate_file
+    policy = StaticPolicy(
+        entry_point=workload.static_policy.entry_point,
+        allowed_imports=STANDALONE_IMPORTS,
+        shape_constants=workload.static_policy.shape_constants,
+    )
+    report = check_sources(sources, policy, entry)
+    if not report.passed:
+        raise ExportError(f"the candidate is not a standalone submission:\n{report.summary()}")
+    if set(sources) == {entry}:
+        return Submission(
+            SubmissionForm.BUNDLE,
+            {SUBMISSION_FILE: sources[entry]},
+            SUBMISSION_FILE,
+            "a single module",
+        )
+    try:
+        bundled = bundle_sources(sources, entry)
+    except CandidateTreeError as exc:
+        files = {f"{SUBMISSION_PACKAGE}/{path}": text for path, text in sources.items()}
+        entry_module = f"{SUBMISSION_PACKAGE}/{entry}"
+        return Submission(SubmissionForm.PACKAGE, files, entry_module, f"not bundled: {exc}")
+    report = check_sources({SUBMISSION_FILE: bundled}, policy, SUBMISSION_FILE)
+    if not report.passed:
+        raise ExportError(f"the bundled submission fails the static checks:\n{report.summary()}")
+    note = f"{len(sources)} modules bundled into one file: {', '.join(sorted(sources))}"
+    return Submission(SubmissionForm.BUNDLE, {SUBMISSION_FILE: bundled}, SUBMISSION_FILE, note)
+
+
 def export_candidate(
     run_dir: Path, ledger: Ledger, workload: Workload, prefix: str | None, out: Path
 ) -> ExportManifest:
-    """Write submission.py (standalone: torch/triton only) and manifest.json into `out`."""
+    """Write the submission (standalone: torch/triton only; submission.py, or a submission/
+    package when the tree cannot be bundled) and manifest.json into `out`."""
     if out.exists() and any(out.iterdir()):
         raise ExportError(f"{out} exists and is not empty; choose another --out")
     repo = open_repository(RunPaths(run_dir.resolve()))
@@ -152,15 +212,7 @@ def export_candidate(
             f"candidate {cand.sha[:10]} was judged {cand.verdict}: it has no full-sweep result "
             "to ship; export the frontier or another candidate that passed the sweep"
         )
-    source = read_file(repo, cand.sha, workload.candidate_file)
-    policy = StaticPolicy(
-        entry_point=workload.static_policy.entry_point,
-        allowed_imports=STANDALONE_IMPORTS,
-        shape_constants=workload.static_policy.shape_constants,
-    )
-    report = check_sources({SUBMISSION_FILE: source}, policy, SUBMISSION_FILE)
-    if not report.passed:
-        raise ExportError(f"the candidate is not a standalone submission:\n{report.summary()}")
+    submission = build_submission(read_sources(repo, cand.sha), workload)
     sweep = _sweep_for(ledger, cand.sha)
     fingerprint: dict[str, Any] = {}
     if sweep and sweep.fingerprint_id:
@@ -172,6 +224,10 @@ def export_candidate(
         tree=cand.tree_sha,
         workload=workload.name,
         entry_point=workload.static_policy.entry_point,
+        form=submission.form,
+        entry_module=submission.entry_module,
+        files=sorted(submission.files),
+        form_note=submission.note,
         declared_lineage=_lineage(state, cand.sha),
         verdict=cand.verdict.value if cand.verdict else None,
         objective=cand.objective,
@@ -187,6 +243,6 @@ def export_candidate(
         ratchet_version=_version(),
     )
     out.mkdir(parents=True, exist_ok=True)
-    (out / SUBMISSION_FILE).write_text(source, encoding="utf-8")
+    write_tree(submission.files, out)
     (out / MANIFEST_FILE).write_text(manifest.model_dump_json(indent=2), encoding="utf-8")
     return manifest

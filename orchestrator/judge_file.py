@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ast
 import secrets
-import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ from harness.models import ArmKind, ArmSpec, EvaluationRequest, EvaluationResult
 from harness.runner import RunnerSettings, run_evaluation
 from harness.static_checks import Finding, check_sources
 from harness.trials import correctness_trials, new_salt, recheck_trials
+from kernels.candidate_tree import CandidateTreeError, read_tree, write_tree
 from kernels.workload import Workload
 from orchestrator.calibration import NotQualifiedError, qualify
 from orchestrator.evaluation import Judging
@@ -121,16 +121,40 @@ def _rejected_before_running(base: dict[str, Any], reason: str, message: str) ->
     )
 
 
+def _read_module_or_package(path: Path, workload: Workload) -> dict[str, str]:
+    """A module file, or a package directory whose entry module is the workload's
+    candidate_file; by path inside the judged tree."""
+    if path.is_dir():
+        entry = path / workload.candidate_file
+        if not entry.is_file():
+            raise JudgeFileError(
+                f"{path} is a directory without {workload.candidate_file}: a candidate package "
+                f"has its entry module there (its siblings imported as 'from .MODULE import X')"
+            )
+        try:
+            sources = read_tree(path, workload.candidate_file)
+        except (CandidateTreeError, UnicodeDecodeError, OSError) as exc:
+            raise JudgeFileError(f"cannot read the package {path}: {exc}") from exc
+        return {CANDIDATE_FILE: sources.pop(workload.candidate_file), **sources}
+    if not path.is_file():
+        raise JudgeFileError(
+            f"{path} is not a file (nor a directory); pass the module to judge (a .py file) "
+            f"or a package directory holding {workload.candidate_file}"
+        )
+    try:
+        return {CANDIDATE_FILE: path.read_text(encoding="utf-8")}
+    except (UnicodeDecodeError, OSError) as exc:
+        raise JudgeFileError(f"cannot read {path}: {exc}") from exc
+
+
 def judge_module(
     path: Path, workload: Workload, judging: Judging, config_ids: list[str]
 ) -> JudgeReport:
     """Static checks, then correctness, timing against the reference, re-checks."""
-    if not path.is_file():
-        raise JudgeFileError(f"{path} is not a file; pass the module to judge (a .py file)")
-    source = path.read_text(encoding="utf-8")
-    report = check_sources({CANDIDATE_FILE: source}, workload.static_policy, CANDIDATE_FILE)
+    sources = _read_module_or_package(path, workload)
+    report = check_sources(sources, workload.static_policy, CANDIDATE_FILE)
     entry = (
-        _entry_point(source, workload)
+        _entry_point(sources[CANDIDATE_FILE], workload)
         if not report.findings
         else workload.static_policy.entry_point
     )
@@ -149,9 +173,10 @@ def judge_module(
     except NotQualifiedError as exc:
         return _rejected_before_running(base, "no_run", str(exc))
     work = judging.evals_dir
-    module = work / "arms" / "candidate" / CANDIDATE_FILE
-    module.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(path, module)
+    tree = work / "arms" / "candidate"
+    tree.mkdir(parents=True, exist_ok=True)
+    write_tree(sources, tree)
+    module = tree / CANDIDATE_FILE
     salt = new_salt()
     request = EvaluationRequest(
         evaluation_id=f"judge:{secrets.token_hex(4)}",

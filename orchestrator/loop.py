@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 import git
 import numpy as np
 
+from agents.expander import ExpansionOutcome
 from agents.llm.session import BudgetExhaustedError
 from agents.offline import interpret_idea
 from agents.tunables import TunablesError, idea_applied, read_space, read_tunables
@@ -21,7 +22,7 @@ from orchestrator.stages import (
     static_step,
     sweep_step,
 )
-from orchestrator.state import SearchState, StepView, derive_state
+from orchestrator.state import SearchState, StepView, derive_state, infrastructure_failure
 from orchestrator.verification import verify_frontier
 from orchestrator.workspace import read_file
 from search import IdeaArm, PriorStrength, Verdict, choose_idea, choose_parent
@@ -78,7 +79,11 @@ def ensure_seed(ctx: LoopContext, state: SearchState) -> SearchState:
 def ideas_for_parent(ctx: LoopContext, state: SearchState, parent_sha: str) -> list[IdeaArm]:
     """Idea arms worth trying on this parent: those whose settings it already has are left
     out, so an idea is never credited with a random move made in its name."""
-    arms = state.idea_arms(ctx.device)
+    tried = state.no_change.get(parent_sha, set())
+    # An idea that made nothing new on this parent is not drawn for it again.
+    arms = [a for a in state.idea_arms(ctx.device) if a.idea_id not in tried] or state.idea_arms(
+        ctx.device
+    )
     try:
         source = read_file(ctx.repo, parent_sha, ctx.workload.candidate_file)
         tunables, space = read_tunables(source), read_space(source)
@@ -108,7 +113,7 @@ def choose_step(ctx: LoopContext, state: SearchState) -> StepStarted:
     forced_parent = redirect.parent if redirect and number <= redirect.until_step else None
     parent_theta: float | None = None
     if forced_parent is None:
-        parent = choose_parent(state.lineage(), rng)
+        parent = choose_parent(state.lineage(exhausted(ctx, state)), rng)
         parent_sha, parent_theta = parent.node_id, parent.theta
     else:
         parent_sha = forced_parent
@@ -157,9 +162,40 @@ def _stop_reason(ctx: LoopContext, state: SearchState, started_at: float) -> str
         return f"reached {limit} candidates"
     if time.monotonic() - started_at >= ctx.settings.minutes * 60:
         return f"time budget of {ctx.settings.minutes:g} min used"
+    if not any(node.expandable for node in state.lineage(exhausted(ctx, state))):
+        return (
+            "search space exhausted: every idea ended with no change on every candidate "
+            "(inject an IDEA, or use an LLM expander)"
+        )
+    in_row = _infrastructure_failures_in_row(state)
+    if in_row >= ctx.settings.max_infrastructure_failures:
+        last = state.steps[max(state.steps)].expansion_failed
+        detail = f"{last.outcome}: {last.message[:200]}" if last else ""
+        return (
+            f"{in_row} expansions in a row ended with an infrastructure failure ({detail}); "
+            "fix the cause (provider, key, model) and run again to resume"
+        )
     if ctx.llm is not None:
         return ctx.llm.budget.exhausted()
     return None
+
+
+def exhausted(ctx: LoopContext, state: SearchState) -> frozenset[str]:
+    """Candidates whose every idea ended with no change (never drawn as parents)."""
+    return frozenset(state.exhausted_parents(ctx.device))
+
+
+def _infrastructure_failures_in_row(state: SearchState) -> int:
+    """Closed steps at the end of the run that ended in an infrastructure failure."""
+    count = 0
+    for number in sorted(state.steps, reverse=True):
+        failed = state.steps[number].expansion_failed
+        if failed is not None and failed.outcome == ExpansionOutcome.NO_CHANGE:
+            continue  # nothing new to make is the exhaustion rule's business, not a fault
+        if failed is None or not infrastructure_failure(failed):
+            break
+        count += 1
+    return count
 
 
 def _between_steps(ctx: LoopContext, state: SearchState) -> bool:

@@ -91,6 +91,12 @@ class Settings(BaseModel):
         exclude=True,  # never written to the ledger with the other settings
         description="API key (default: ANTHROPIC_API_KEY / OPENAI_API_KEY).",
     )
+    max_infrastructure_failures: int = Field(
+        default=5,
+        ge=1,
+        description="Stop after this many expansions in a row end in provider errors, malformed "
+        "replies or other infrastructure failures (each is skipped, never scored).",
+    )
     research_every: int = Field(
         default=0, ge=0, description="Run the researcher every N steps (0: on LITERATURE only)."
     )

@@ -144,9 +144,11 @@ def expand_step(ctx: LoopContext, state: SearchState, step: StepView) -> None:
             idea_id=idea.idea_id,
             outcome=result.outcome.value,
             message=result.message,
+            infrastructure=result.outcome.infrastructure,
         )
         ctx.ledger.append(failure.to_event(EventKind.EXPANSION_FAILED))
-        ctx.reporter.line(f"  expansion failed ({result.outcome}): {result.message}")
+        scored = "not scored" if result.outcome.infrastructure else "scored against the idea"
+        ctx.reporter.line(f"  expansion failed ({result.outcome}, {scored}): {result.message}")
         return
     ctx.ledger.append(
         CandidateRecord(

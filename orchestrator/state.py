@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from agents.expander import ExpansionOutcome
 from ledger import EventRecord, Ledger, StoredEvent, StoredMessage
 from orchestrator.events import (
     EvaluationSummary,
@@ -113,6 +114,7 @@ class SearchState:
     noise_floors: dict[str, dict[str, Any]] = field(default_factory=dict)
     demoted: set[str] = field(default_factory=set)
     verifications: dict[str, str] = field(default_factory=dict)
+    no_change: dict[str, set[str]] = field(default_factory=dict)
     research_seen_seq: int = 0
     research_step: int = 0
     inspected: bool = False
@@ -150,8 +152,16 @@ class SearchState:
         """Number of the next step to start."""
         return max(self.steps, default=0) + 1
 
-    def lineage(self) -> list[LineageNode]:
-        """Declared parent graph with outcomes, plus failed expansions as failure leaves."""
+    def exhausted_parents(self, device_kind: str) -> set[str]:
+        """Candidates on which every idea usable on the device ended with no change: the
+        expander has nothing new to make there."""
+        ideas = {arm.idea_id for arm in self.idea_arms(device_kind)}
+        return {sha for sha, tried in self.no_change.items() if ideas and ideas <= tried}
+
+    def lineage(self, exhausted: frozenset[str] = frozenset()) -> list[LineageNode]:
+        """Declared parent graph with outcomes, plus failed expansions as failure leaves
+        (infrastructure failures are no leaves: they say nothing about the clade); exhausted
+        candidates are not expandable."""
         nodes = []
         for cand in self.candidates.values():
             if cand.parent_sha is None or cand.verdict is None:
@@ -162,12 +172,13 @@ class SearchState:
                 LineageNode(
                     node_id=cand.sha,
                     parent_id=cand.parent_sha,
-                    expandable=cand.expandable,
+                    expandable=cand.expandable and cand.sha not in exhausted,
                     outcome=outcome,
                 )
             )
         for number, step in self.steps.items():
-            if step.expansion_failed is not None:
+            failed = step.expansion_failed
+            if failed is not None and not infrastructure_failure(failed):
                 nodes.append(
                     LineageNode(
                         node_id=f"expansion-failed-{number}",
@@ -233,7 +244,9 @@ def _apply_event(state: SearchState, kind: str, payload: dict[str, Any]) -> None
     elif kind == EventKind.EXPANSION_FAILED:
         failed = ExpansionFailed.model_validate(payload)
         state.steps[failed.step].expansion_failed = failed
-        if failed.idea_id in state.ideas:
+        if failed.outcome == ExpansionOutcome.NO_CHANGE:
+            state.no_change.setdefault(failed.parent_sha, set()).add(failed.idea_id)
+        if not infrastructure_failure(failed) and failed.idea_id in state.ideas:
             state.ideas[failed.idea_id].failures += 1
     elif kind == EventKind.STATIC_CHECKED:
         checked = StaticChecked.model_validate(payload)
@@ -247,6 +260,15 @@ def _apply_event(state: SearchState, kind: str, payload: dict[str, Any]) -> None
                 step.screen = summary
             else:
                 step.sweep = summary
+
+
+def infrastructure_failure(failed: ExpansionFailed) -> bool:
+    """Whether a failed expansion says nothing about its idea or parent (ledgers written before
+    the flag existed are read by their outcome)."""
+    try:
+        return failed.infrastructure or ExpansionOutcome(failed.outcome).infrastructure
+    except ValueError:
+        return False
 
 
 def _apply_message(state: SearchState, stored: StoredMessage, human: tuple[float, float]) -> None:

@@ -13,7 +13,7 @@ from orchestrator.evaluation import commit_arm, ratio_dict
 from orchestrator.events import EventKind, FrontierDemoted, Verification
 from orchestrator.settings import default_timing
 from orchestrator.stages import LoopContext, estimate
-from orchestrator.workspace import read_file
+from orchestrator.workspace import materialize, read_file
 from search import VerificationEvidence, VerificationVerdict, decide_verification
 
 PLANTED_ENTRY = "RatchetPlantedSlowdown"
@@ -37,8 +37,8 @@ def _arms(ctx: LoopContext, sha: str, against: str) -> list[ArmSpec]:
         commit_arm(ctx.judging, name, commit, work)
         for name, commit in (("candidate", sha), ("frontier", against), ("twin", sha))
     ]
-    planted = work / "arms" / "planted" / file
-    planted.parent.mkdir(parents=True, exist_ok=True)
+    # The whole tree (a package's entry imports its siblings), the entry file with the plant.
+    planted = materialize(ctx.repo, sha, work / "arms" / "planted") / file
     source = read_file(ctx.repo, sha, file)
     planted.write_text(source + PLANTED.format(planted=PLANTED_ENTRY, entry=entry))
     arms.append(

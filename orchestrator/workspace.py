@@ -10,6 +10,7 @@ from pathlib import Path
 
 import git
 
+from kernels.candidate_tree import write_tree
 from kernels.workload import Workload
 
 SEED_BRANCH = "ratchet/seed"
@@ -68,9 +69,9 @@ def init_repository(paths: RunPaths, workload: Workload) -> git.Repo:
     with repo.config_writer() as cfg:
         cfg.set_value("user", "name", ACTOR.name)
         cfg.set_value("user", "email", ACTOR.email)
-    target = paths.repo / workload.candidate_file
-    shutil.copyfile(workload.seed_candidate, target)
-    repo.index.add([workload.candidate_file])
+    sources = workload.seed_sources()
+    write_tree(sources, paths.repo)
+    repo.index.add(sorted(sources))
     message = (
         f"seed: the {workload.name} reference in the candidate API\n\n"
         f"Baseline: {workload.baseline}\n"

@@ -55,7 +55,7 @@ def track3_workload() -> Workload:
         official_trials=tuple(TrialSpec(seed=s) for s in range(1234, 1239)),
         timing_seed_offset=100000,
         candidate_file="candidate.py",
-        seed_candidate=HERE / "seed_candidate.py",
+        seed_candidate=HERE / "seed",
         ideas_file=HERE / "ideas.json",
         static_policy=StaticPolicy(
             entry_point="OptimizedTransformer",

@@ -16,7 +16,7 @@ ACTOR = git.Actor("ratchet tests", "tests@ratchet.invalid")
 @pytest.fixture(scope="session")
 def track3_source() -> str:
     """Source text of the track3 seed candidate."""
-    return track3_workload().seed_candidate.read_text()
+    return track3_workload().seed_bundle()
 
 
 @pytest.fixture(scope="session")

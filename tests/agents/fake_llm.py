@@ -32,9 +32,10 @@ def softmax_script(turn: int, results: list[str]) -> tuple[str, dict[str, Any]] 
     if turn == 0:
         return "read_file", {"path": "candidate.py"}
     if turn == 1:
-        source = results[-1]
-        changed = source.replace('"exp_passes": "twice"', '"exp_passes": "once"')
-        return "write_file", {"path": "candidate.py", "content": changed}
+        old = '"exp_passes": "twice"'
+        assert old in results[-1], results[-1][:500]
+        new = '"exp_passes": "once"'
+        return "str_replace", {"path": "candidate.py", "old_text": old, "new_text": new}
     if turn == 2:
         return "run_checks", {}
     message = (

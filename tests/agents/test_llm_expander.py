@@ -60,7 +60,7 @@ def openai_backend(script: Script) -> OpenAIBackend:
 def expand(
     tmp_path: Path, backend: LLMBackend, transcript: Path | None = None, max_turns: int = 6
 ) -> tuple[ExpansionResult, LLMSession, git.Repo, str]:
-    repo, parent = make_repo(tmp_path / "repo", WORKLOAD.seed_candidate.read_text())
+    repo, parent = make_repo(tmp_path / "repo", WORKLOAD.seed_bundle())
     runner = RunnerSettings(python=sys.executable, lock_dir=tmp_path / "locks", code_root=CODE_ROOT)
     checker = HarnessChecker(WORKLOAD, [], runner, tmp_path / "checks", ["s1"])
     session = LLMSession(
@@ -125,7 +125,7 @@ def test_a_rate_limit_is_retried_with_backoff(tmp_path: Path) -> None:
 def test_persistent_server_errors_are_a_failed_expansion(tmp_path: Path) -> None:
     script = Script(turn=softmax_script, failures=[500] * 10)
     result, session, _, _ = expand(tmp_path, openai_backend(script))
-    assert result.outcome is ExpansionOutcome.FAILED
+    assert result.outcome is ExpansionOutcome.PROVIDER_ERROR and result.outcome.infrastructure
     assert "could not be reached" in result.message
     calls = session.drain()
     assert (
@@ -152,9 +152,15 @@ def test_malformed_tool_arguments_are_answered_and_recovered(tmp_path: Path) -> 
 def test_a_model_that_never_commits_fails_after_its_turns(tmp_path: Path) -> None:
     script = Script(turn=lambda turn, results: ("list_files", {}))
     result, session, _, _ = expand(tmp_path, anthropic(script), max_turns=3)
-    assert result.outcome is ExpansionOutcome.FAILED
+    assert result.outcome is ExpansionOutcome.FAILED and not result.outcome.infrastructure
     assert "no commit after 3 turns" in result.message
     assert len(session.drain()) == 3
+
+
+def test_a_model_whose_calls_never_work_is_an_infrastructure_outcome(tmp_path: Path) -> None:
+    script = Script(turn=lambda turn, results: ("list_files", {}), malformed_turns={0, 1, 2})
+    result, _, _, _ = expand(tmp_path, anthropic(script), max_turns=3)
+    assert result.outcome is ExpansionOutcome.MALFORMED_REPLIES, result.message
 
 
 def test_a_recorded_transcript_replays_to_the_same_tree(tmp_path: Path) -> None:

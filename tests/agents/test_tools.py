@@ -57,7 +57,7 @@ def test_read_write_list(tools: WorktreeTools) -> None:
     listing, _ = call(tools, "list_files")
     assert "candidate.py" in listing and "pkg/helper.py" in listing and ".git" not in listing
     text, _ = call(tools, "read_file", path="pkg/helper.py")
-    assert text == "X = 1\n"
+    assert text == "    1| X = 1"
 
 
 def test_commit_needs_passing_checks_on_the_current_tree_and_a_described_message(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ast
-import importlib.util
 
 import pytest
 
@@ -16,6 +15,7 @@ from agents.tunables import (
     read_tunables,
     write_tunables,
 )
+from kernels.candidate_tree import load_candidate
 from kernels.softmax.workload import softmax_workload
 from kernels.track3.workload import track3_workload
 from kernels.workload import Workload
@@ -23,11 +23,8 @@ from kernels.workload import Workload
 
 @pytest.mark.parametrize("workload", [track3_workload(), softmax_workload()], ids=lambda w: w.name)
 def test_reading_matches_the_imported_module(workload: Workload) -> None:
-    source = workload.seed_candidate.read_text()
-    spec = importlib.util.spec_from_file_location(f"t_{workload.name}", workload.seed_candidate)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    source = workload.seed_sources()[workload.candidate_file]
+    module = load_candidate(workload.seed_entry(), f"t_{workload.name}")
     assert read_tunables(source) == module.TUNABLES
     assert read_space(source) == {k: v["values"] for k, v in module.TUNABLE_SPACE.items()}
     assert read_docs(source) == {k: v["doc"] for k, v in module.TUNABLE_SPACE.items()}

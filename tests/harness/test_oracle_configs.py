@@ -46,7 +46,7 @@ def judge_as_oracle_config(module: Path, work: Path) -> EvaluationResult:
 
 
 def test_an_oracle_config_is_checked_on_two_trials_and_reported_not_timed(tmp_path: Path) -> None:
-    result = judge_as_oracle_config(WORKLOAD.seed_candidate, tmp_path)
+    result = judge_as_oracle_config(WORKLOAD.seed_entry(), tmp_path)
     assert result.outcome is Outcome.PASSED, result.message
     (config,) = result.configs
     assert [t.trial.padding_ratio > 0 for t in config.trials] == [False, True]
@@ -56,7 +56,7 @@ def test_an_oracle_config_is_checked_on_two_trials_and_reported_not_timed(tmp_pa
 
 
 def test_a_wrong_candidate_fails_against_the_oracle(tmp_path: Path) -> None:
-    source = WORKLOAD.seed_candidate.read_text()
+    source = WORKLOAD.seed_bundle()
     marker = "        return self._eager(x, valid_token_mask)\n"
     assert source.count(marker) == 1
     broken = tmp_path / "off_by_a_bit.py"

@@ -31,8 +31,8 @@ def rules(source: str, constraints: list[str] | None = None) -> set[Rule]:
 def test_shipped_seed_candidates_pass() -> None:
     for name in ("track3", "softmax"):
         workload = resolve_workload(name)
-        source = workload.seed_candidate.read_text()
-        report = check_sources({"candidate.py": source}, workload.static_policy, "candidate.py", [])
+        sources = workload.seed_sources()
+        report = check_sources(sources, workload.static_policy, "candidate.py", [])
         assert report.passed, report.summary()
 
 
@@ -66,15 +66,13 @@ def test_constraints_become_checks() -> None:
     source = GOOD + "\ny = torch.compile\n"
     assert Rule.CONSTRAINT in rules(source, ["forbid torch.compile"])
     assert Rule.CONSTRAINT not in rules(GOOD, ["forbid torch.compile"])
-    seed = TRACK3.seed_candidate.read_text()
+    seed = TRACK3.seed_bundle()
     assert Rule.CONSTRAINT in rules(seed, ["forbid matmul_precision=fp32"])
     assert Rule.CONSTRAINT not in rules(seed, ["forbid matmul_precision=bf16"])
 
 
 def test_tunables_must_stay_in_their_space() -> None:
-    seed = TRACK3.seed_candidate.read_text().replace(
-        '"attention": "explicit"', '"attention": "magic"'
-    )
+    seed = TRACK3.seed_bundle().replace('"attention": "explicit"', '"attention": "magic"')
     assert Rule.TUNABLE_OUT_OF_SPACE in rules(seed)
 
 
@@ -106,3 +104,29 @@ def test_escapes_and_monkeypatches_are_refused(snippet: str, rule: Rule) -> None
 def test_attributes_of_our_own_objects_may_be_set() -> None:
     source = GOOD + "\nclass M:\n    def set(self):\n        self.weights = 1\n"
     assert rules(source) == set()
+
+
+@pytest.mark.parametrize(
+    ("line", "allowed"),
+    [
+        ("from .helpers import scale", True),
+        ("from .helpers import scale as s", True),
+        ("from . import helpers", False),
+        ("from ..helpers import scale", False),
+        ("from .nosuch import scale", False),
+        ("import helpers", False),
+    ],
+)
+def test_a_package_imports_its_own_modules_in_one_form(line: str, allowed: bool) -> None:
+    sources = {"candidate.py": f"{line}\n{GOOD}", "helpers.py": "import math\nscale = 2.0\n"}
+    report = check_sources(sources, POLICY, "candidate.py", [])
+    assert report.passed is allowed, report.summary()
+    if not allowed:
+        assert {f.rule for f in report.findings} == {Rule.FORBIDDEN_IMPORT}
+        assert "import NAME'" in report.summary()  # the message shows the allowed form
+
+
+def test_every_module_of_a_package_is_checked() -> None:
+    sources = {"candidate.py": f"from .helpers import scale\n{GOOD}", "helpers.py": "import os\n"}
+    report = check_sources(sources, POLICY, "candidate.py", [])
+    assert [(f.file, f.rule) for f in report.findings] == [("helpers.py", Rule.FORBIDDEN_IMPORT)]

@@ -11,20 +11,23 @@ from pathlib import Path
 
 import pytest
 
+from kernels.candidate_tree import load_candidate, write_tree
+from kernels.track3.workload import track3_workload
+
 pytest.importorskip("triton")
 
 ROOT = Path(__file__).resolve().parents[2]
 
 SCRIPT = r"""
-import importlib.util, json, sys, torch
+import json, sys, torch
 from harness.gate import count_failures
+from kernels.candidate_tree import load_candidate
 from kernels.track3 import CONFIGS, generate_inputs
 from kernels.track3.reference import build_reference_model
 from kernels.track3.workload import track3_workload
 
-spec = importlib.util.spec_from_file_location("fused_seed", track3_workload().seed_candidate)
-seed = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(seed)
+seed = load_candidate(track3_workload().seed_entry(), "fused_seed")
+fused = sys.modules["fused_seed.fused"]
 tol = track3_workload().tolerance
 rows = []
 for config_id, precision, padding, block_rows, *changes in json.loads(sys.argv[1]):
@@ -37,9 +40,9 @@ for config_id, precision, padding, block_rows, *changes in json.loads(sys.argv[1
     mask = mask if padding else None
     with torch.no_grad():
         want = reference(x, valid_token_mask=mask)
-        got = seed._fused_forward(model, model._packs(), x, mask)
+        got = fused.fused_forward(model, model._packs(), x, mask)
     failed, max_abs = count_failures(got, want, tol)
-    rows.append({"failed": failed, "max_abs": max_abs, "fits": seed._fused_fits(model, x),
+    rows.append({"failed": failed, "max_abs": max_abs, "fits": fused.fused_fits(model, x),
                  "padded_rows_zero": bool((got[~mask] == 0).all()) if mask is not None else None})
 print(json.dumps(rows))
 """
@@ -85,12 +88,18 @@ def test_fused_kernels_pass_the_gate_on_cpu_shapes() -> None:
 
 def test_a_broken_fused_kernel_fails_the_gate(tmp_path: Path) -> None:
     # Can the check fail? The same kernels with a wrong GELU constant must not pass.
-    source = (ROOT / "kernels/track3/seed_candidate.py").read_text()
-    broken = source.replace("tl.math.erf(t * 0.7071067811865476)", "tl.math.erf(t * 0.75)")
-    assert broken != source
-    module = tmp_path / "broken_seed.py"
-    module.write_text(broken)
-    script = SCRIPT.replace("track3_workload().seed_candidate", repr(str(module)), 1)
+    sources = track3_workload().seed_sources()
+    kernels = sources["fused_kernels.py"]
+    sources["fused_kernels.py"] = kernels.replace(
+        "tl.math.erf(t * 0.7071067811865476)", "tl.math.erf(t * 0.75)"
+    )
+    assert sources["fused_kernels.py"] != kernels
+    write_tree(sources, tmp_path)
+    module = tmp_path / "candidate.py"
+    script = SCRIPT.replace("track3_workload().seed_entry()", f"Path({str(module)!r})", 1)
+    script = script.replace(
+        "import json, sys, torch", "import json, sys, torch\nfrom pathlib import Path"
+    )
     rows = run_interpreted([("cpu-5", "fp32", 0.0, "16", {"d_model": 64, "ffn_dim": 64})], script)
     assert rows[0]["fits"] and rows[0]["failed"] > 0  # type: ignore[operator]
 
@@ -105,17 +114,11 @@ def test_width_32_takes_the_torch_path() -> None:
 def test_fused_operands_are_fp16_whatever_the_torch_path_precision() -> None:
     """fp32 operands are TF32 inside Triton (gate failures on the H200): the packs are fp16
     with fp32 vectors, while matmul_precision keeps governing the torch path."""
-    import importlib.util
-
     import torch
 
     from kernels.track3 import CONFIGS
-    from kernels.track3.workload import track3_workload
 
-    spec = importlib.util.spec_from_file_location("seed_packs", track3_workload().seed_candidate)
-    assert spec is not None and spec.loader is not None
-    seed = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(seed)
+    seed = load_candidate(track3_workload().seed_entry(), "seed_packs")
     for precision in ("fp32", "fp16", "bf16"):
         tunables = {"fused_kernel": "triton", "matmul_precision": precision}
         model = seed.OptimizedTransformer(CONFIGS["cpu-3"], tunables)

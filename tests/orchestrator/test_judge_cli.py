@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from kernels.candidate_tree import write_tree
 from kernels.track3.workload import track3_workload
 from orchestrator import cli
 from tests.harness.cheat_corpus import CHEATS
@@ -25,7 +26,7 @@ def test_the_seed_candidate_passes(
 ) -> None:
     monkeypatch.setenv("RATCHET_LOCK_DIR", str(tmp_path / "locks"))
     module = tmp_path / "submission.py"
-    module.write_text(track3_workload().seed_candidate.read_text())
+    module.write_text(track3_workload().seed_bundle())
     code, report = _run(
         ["judge", str(module), "--device", "cpu", "--configs", "cpu-2,cpu-5", "--json"], capsys
     )
@@ -34,6 +35,29 @@ def test_the_seed_candidate_passes(
     assert isinstance(rows, list) and [r["config_id"] for r in rows] == ["cpu-2", "cpu-5"]
     assert all(r["correct"] and r["speedup"] for r in rows)
     assert report["entry_point"] == "OptimizedTransformer"
+
+
+def test_a_package_directory_is_judged_with_all_its_modules(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RATCHET_LOCK_DIR", str(tmp_path / "locks"))
+    seed = str(track3_workload().seed_candidate)  # the package itself, not a bundle
+    code, report = _run(["judge", seed, "--device", "cpu", "--configs", "cpu-2", "--json"], capsys)
+    assert code == 0 and report["verdict"] == "passed", report.get("message")
+    # A sibling module breaking a rule rejects the package (every file is checked).
+    tree = tmp_path / "pkg"
+    write_tree({**track3_workload().seed_sources(), "extra.py": "import os\n"}, tree)
+    code, report = _run(["judge", str(tree), "--device", "cpu", "--json"], capsys)
+    assert code == 2 and report["reason"] == "static_check"
+    assert "extra.py" in str(report["message"])
+
+
+def test_a_directory_without_the_entry_module_is_a_clean_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "other.py").write_text("x = 1\n")
+    code = cli.main(["judge", str(tmp_path), "--device", "cpu"])
+    assert code == 2 and "without candidate.py" in capsys.readouterr().err
 
 
 def test_a_cheat_is_rejected_with_its_reason(

@@ -48,18 +48,14 @@ class FakeClaude:
         if turn == 0:
             name, args = "read_file", {"path": "candidate.py"}
         elif turn == 1:  # a multi-file edit: the code and a notes file, in one turn
+            notes = f"Tried edit {self.variant} on this lineage; keep the fp32 softmax."
             edits = [
-                ("candidate.py", self._edit(results[-1])),
-                ("NOTES.md", f"Tried edit {self.variant} on this lineage; keep the fp32 softmax."),
+                self._edit(results[-1]),
+                ("write_file", {"path": "NOTES.md", "content": notes}),
             ]
             blocks = [
-                {
-                    "type": "tool_use",
-                    "id": f"toolu_1_{i}",
-                    "name": "write_file",
-                    "input": {"path": path, "content": content},
-                }
-                for i, (path, content) in enumerate(edits)
+                {"type": "tool_use", "id": f"toolu_1_{i}", "name": tool, "input": args}
+                for i, (tool, args) in enumerate(edits)
             ]
             return anthropic_reply(turn, blocks, "tool_use")
         elif turn == 2:
@@ -70,13 +66,16 @@ class FakeClaude:
         block = {"type": "tool_use", "id": f"toolu_{turn}", "name": name, "input": args}
         return anthropic_reply(turn, [block], "tool_use")
 
-    def _edit(self, source: str) -> str:
-        if '"normalize": "divide"' in source:
-            return source.replace('"normalize": "divide"', '"normalize": "fused_softmax"')
-        if '"exp_passes": "twice"' in source:
-            return source.replace('"exp_passes": "twice"', '"exp_passes": "once"')
+    def _edit(self, numbered: str) -> tuple[str, dict[str, str]]:
+        """An exact edit of what read_file showed, or (nothing left to switch) a new module."""
+        for old, new in (
+            ('"normalize": "divide"', '"normalize": "fused_softmax"'),
+            ('"exp_passes": "twice"', '"exp_passes": "once"'),
+        ):
+            if old in numbered:
+                return "str_replace", {"path": "candidate.py", "old_text": old, "new_text": new}
         self.variant += 1
-        return source + f"\n# variant {self.variant}\n"
+        return "write_file", {"path": "variant.py", "content": f"# variant {self.variant}\n"}
 
 
 def events(run_dir: Path, kind: str) -> list[dict[str, Any]]:

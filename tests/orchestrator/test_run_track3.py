@@ -44,6 +44,8 @@ def test_track3_run_exports_a_drop_in_submission(tmp_path: Path) -> None:
     out = tmp_path / "export"
     manifest = service.export(run_dir, None, out)
     assert manifest.entry_point == "OptimizedTransformer"
+    # The seed is a package of modules; the export bundles it into one file.
+    assert (manifest.form, manifest.files) == ("bundle", ["submission.py"])
     assert all(row.failed_elements == 0 for row in manifest.per_config.values())
     subprocess.run(
         [sys.executable, "-c", PROBE], cwd=out, check=True, env={"PATH": "/usr/bin:/bin"}

@@ -1,0 +1,229 @@
+"""Track3 candidate: the reference arithmetic behind declared, composable tunables.
+
+A drop-in for the organizer's ``UserOptimizedTransformer``: same constructor, same parameter
+names (strict ``load_state_dict`` of the reference weights works), ``forward(x,
+valid_token_mask=None)``. It imports nothing but torch (and triton where installed).
+
+This is the entry module of a package; its siblings hold the parts by concern: ``attention``
+(multi-head attention), ``block`` (the pre-LN block and FFN), ``fused_kernels`` (the Triton
+kernels) and ``fused`` (their host side and dispatch), ``chunking`` (memory-bounded batches),
+``common`` (masking and caches). ``ratchet export`` bundles them into one file.
+
+The search edits only the ``TUNABLES`` block (offline expander) or the code itself (LLM
+expanders). With the default tunables the forward pass is the reference, bit for bit.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+from .block import TransformerBlock
+from .chunking import sequences_per_chunk
+from .common import DerivedCache, weight_key, zero_padded
+from .fused import FUSED_OPERANDS, fused_fits, fused_forward, fused_packs
+
+# Every choice the offline expander may make: values[0] is the reference behaviour.
+TUNABLE_SPACE = {
+    "qkv_projection": {
+        "values": ["separate", "packed"],
+        "doc": "three Q/K/V projection GEMMs, or one GEMM over packed QKV weights",
+    },
+    "head_layout": {
+        "values": ["contiguous", "strided"],
+        "doc": "copy heads to contiguous memory like the reference, or keep strided views",
+    },
+    "attention": {
+        "values": ["explicit", "sdpa"],
+        "doc": "explicit scores and fp32 softmax, or fused scaled_dot_product_attention "
+        "(causal flash; right-padding mask elided because valid tokens form a prefix)",
+    },
+    "causal_mask": {
+        "values": ["rebuild", "cached"],
+        "doc": "build the causal mask every forward, or cache it per sequence length and device",
+    },
+    "score_scale": {
+        "values": ["after_matmul", "baddbmm", "prescale_q"],
+        "doc": "scale scores after the QK^T matmul, fold the scale into the GEMM, or scale q",
+    },
+    "padding_mask": {
+        "values": ["masked_fill", "multiply", "skip_if_full"],
+        "doc": "zero padded rows with masked_fill, multiply by the mask, or skip the "
+        "masking when every token is valid",
+    },
+    "matmul_precision": {
+        "values": ["fp32", "fp16", "bf16"],
+        "doc": "precision islands of the torch path: GEMM and attention operands in fp32, fp16 "
+        "or bf16 with fp32 LayerNorm, softmax and residual (the fused kernels fix their own)",
+    },
+    "gelu": {
+        "values": ["erf", "tanh"],
+        "doc": "exact erf GELU, or the tanh approximation",
+    },
+    "fused_kernel": {
+        "values": ["none", "triton"],
+        "doc": "torch operators per layer, or (CUDA, narrow models) one fused Triton kernel per "
+        "layer: LayerNorms, projections, causal online-softmax attention, out_proj, exact-GELU "
+        "FFN and residuals in registers, K/V of the next layer written by the same kernel; "
+        "operands fp16 with fp32 accumulation whatever matmul_precision says, shapes the "
+        "kernels do not serve keep the torch path in matmul_precision",
+    },
+    "fused_rows": {
+        "values": ["auto", "16", "32", "64", "128"],
+        "doc": "query rows per program of the fused kernels: auto picks the most the registers "
+        "allow, fewer when the grid would leave SMs idle",
+    },
+    "fused_warps": {
+        "values": ["auto", "4", "8"],
+        "doc": "warps per program of the fused kernels (auto: 4)",
+    },
+    "batch_chunk": {
+        "values": ["none", "auto", "1"],
+        "doc": "run the batch whole, or in groups of sequences whose activations fit half the "
+        "free device memory (auto, CUDA; what a 100k-token config needs), or one at a time",
+    },
+    "whole_model_compile": {
+        "values": ["none", "default", "max-autotune-no-cudagraphs"],
+        "doc": "torch.compile the unfused forward (CUDA only; the shared Inductor cache makes "
+        "unchanged code cheap to rebuild): fuses the elementwise work around the GEMMs",
+    },
+    "graph_capture": {
+        "values": ["none", "cuda_graph"],
+        "doc": "launch every kernel from Python, or capture the whole forward in a CUDA graph "
+        "per input shape and replay it (CUDA only; removes the per-launch host overhead)",
+    },
+}
+
+# --- ratchet:tunables (the offline expander rewrites this block) ---
+TUNABLES = {
+    "qkv_projection": "separate",
+    "head_layout": "contiguous",
+    "attention": "explicit",
+    "causal_mask": "rebuild",
+    "score_scale": "after_matmul",
+    "padding_mask": "masked_fill",
+    "matmul_precision": "fp32",
+    "gelu": "erf",
+    "fused_kernel": "none",
+    "fused_rows": "auto",
+    "fused_warps": "auto",
+    "batch_chunk": "none",
+    "whole_model_compile": "none",
+    "graph_capture": "none",
+}
+# --- end ratchet:tunables ---
+
+
+class _Captured:
+    """A captured forward: the graph and the static tensors it reads and writes."""
+
+    def __init__(
+        self,
+        graph: torch.cuda.CUDAGraph,
+        x: torch.Tensor,
+        mask: torch.Tensor | None,
+        out: torch.Tensor,
+    ) -> None:
+        self.graph, self.x, self.mask, self.out = graph, x, mask, out
+
+
+class OptimizedTransformer(nn.Module):
+    """Drop-in for the reference ``Transformer(config)`` with tunable internals."""
+
+    def __init__(self, config: object, tunables: dict[str, str] | None = None) -> None:
+        super().__init__()
+        chosen = dict(TUNABLES)
+        chosen.update(tunables or {})
+        for name, value in chosen.items():
+            if name not in TUNABLE_SPACE:
+                raise ValueError(f"unknown tunable {name!r}; known: {sorted(TUNABLE_SPACE)}")
+            allowed = TUNABLE_SPACE[name]["values"]
+            if value not in allowed:
+                raise ValueError(f"tunable {name}={value!r} is not one of {allowed}")
+        self.tunables = chosen
+        self.causal = bool(getattr(config, "causal", True))
+        d_model, heads = config.d_model, config.num_heads  # type: ignore[attr-defined]
+        ffn_dim, num_layers = config.ffn_dim, config.num_layers  # type: ignore[attr-defined]
+        self.layers = nn.ModuleList(
+            TransformerBlock(d_model, heads, ffn_dim, chosen) for _ in range(num_layers)
+        )
+        self.final_norm = nn.LayerNorm(d_model, eps=1e-5)
+        self._graphs: dict[tuple[object, ...], _Captured] = {}
+        self._fused = DerivedCache()
+        self._compiled: Any = None
+
+    def _packs(self) -> tuple[torch.Tensor, torch.Tensor]:
+        params = list(self.parameters())
+        key = (*weight_key(*params), FUSED_OPERANDS)
+        return self._fused.get(key, lambda: fused_packs(self, FUSED_OPERANDS))
+
+    def load_state_dict(self, *args: Any, **kwargs: Any) -> Any:
+        self._graphs.clear()  # captured graphs hold derived weights of the old state
+        self._compiled = None
+        return super().load_state_dict(*args, **kwargs)
+
+    def _apply(self, *args: Any, **kwargs: Any) -> Any:
+        self._graphs.clear()  # .to() / .half() move the tensors a graph points at
+        self._compiled = None
+        return super()._apply(*args, **kwargs)
+
+    def _eager(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        if self.tunables["fused_kernel"] == "triton" and fused_fits(self, x):
+            return fused_forward(self, self._packs(), x, mask)
+        mode = self.tunables["whole_model_compile"]
+        if mode != "none" and x.is_cuda:
+            if self._compiled is None:
+                self._compiled = torch.compile(self._layers, mode=mode, dynamic=False)
+            return self._compiled(x, mask)
+        return self._layers(x, mask)
+
+    def _layers(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        for layer in self.layers:
+            x = layer(x, mask, self.causal)
+        x = self.final_norm(x)
+        return zero_padded(x, mask, self.tunables["padding_mask"])
+
+    def _graphed(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        key = (tuple(x.shape), x.dtype, x.device, mask is None)
+        if key not in self._graphs:
+            static_x = x.clone()
+            static_mask = None if mask is None else mask.clone()
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                for _ in range(3):  # warm up caches and kernels outside the capture
+                    self._eager(static_x, static_mask)
+            torch.cuda.current_stream().wait_stream(side)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                static_out = self._eager(static_x, static_mask)
+            self._graphs[key] = _Captured(graph, static_x, static_mask, static_out)
+        captured = self._graphs[key]
+        captured.x.copy_(x)
+        if mask is not None and captured.mask is not None:
+            captured.mask.copy_(mask)
+        captured.graph.replay()
+        return captured.out.clone()  # never hand out the graph's own buffer
+
+    def _chunked(self, x: torch.Tensor, mask: torch.Tensor | None, chunk: int) -> torch.Tensor:
+        out = torch.empty_like(x)
+        for start in range(0, x.shape[0], chunk):
+            rows = slice(start, start + chunk)
+            out[rows] = self._eager(x[rows], None if mask is None else mask[rows])
+        return out
+
+    def forward(
+        self, x: torch.Tensor, valid_token_mask: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        chunk = sequences_per_chunk(self, x)
+        if chunk is not None:  # memory-bounded: whole model per group of sequences, no graph
+            return self._chunked(x, valid_token_mask, chunk)
+        graphed = self.tunables["graph_capture"] == "cuda_graph"
+        if graphed and x.is_cuda and not torch.is_grad_enabled():
+            return self._graphed(x, valid_token_mask)
+        return self._eager(x, valid_token_mask)
+
+
+UserOptimizedTransformer = OptimizedTransformer

@@ -1,0 +1,236 @@
+"""The fused Triton kernels: one launch per pre-LN layer, each program owning a block of query
+rows of one sequence, LayerNorms, projections, causal online-softmax attention over all heads,
+out_proj, exact-GELU FFN and residuals in registers."""
+
+from __future__ import annotations
+
+try:
+    import triton
+    import triton.language as tl
+
+    HAVE_TRITON = True
+except ImportError:  # CPU-only installs: the torch path serves every shape
+    HAVE_TRITON = False
+
+if HAVE_TRITON:
+
+    @triton.jit
+    def _layer_norm(x, w_ptr, b_ptr, cols, D: tl.constexpr, eps):
+        """Row LayerNorm of an fp32 tile whose columns >= D are zero."""
+        live = cols < D
+        mean = tl.sum(x, axis=1) / D
+        centred = tl.where(live[None, :], x - mean[:, None], 0.0)
+        var = tl.sum(centred * centred, axis=1) / D
+        w = tl.load(w_ptr + cols, mask=live, other=0.0)
+        b = tl.load(b_ptr + cols, mask=live, other=0.0)
+        return centred * (1.0 / tl.sqrt(var + eps))[:, None] * w[None, :] + b[None, :]
+
+    @triton.jit
+    def _linear(
+        h, w_ptr, b_ptr, N: tl.constexpr, K: tl.constexpr, N_PAD: tl.constexpr, K_PAD: tl.constexpr
+    ):
+        """h @ W^T + b in fp32 for a row-major W [N, K]; columns >= N are exactly 0."""
+        ks = tl.arange(0, K_PAD)
+        ns = tl.arange(0, N_PAD)
+        live = (ks[:, None] < K) & (ns[None, :] < N)
+        wt = tl.load(w_ptr + ns[None, :] * K + ks[:, None], mask=live, other=0.0)
+        bias = tl.load(b_ptr + ns, mask=ns < N, other=0.0)
+        return tl.dot(h, wt) + bias[None, :]
+
+    @triton.jit
+    def _store_kv(
+        h,
+        mat,
+        vec,
+        kv_ptr,
+        rows,
+        S,
+        D: tl.constexpr,
+        HP: tl.constexpr,
+        DH_PAD: tl.constexpr,
+        D_PAD: tl.constexpr,
+    ):
+        """K and V of these rows, every head at once, into kv[head, 0|1, row, :DH_PAD]."""
+        cs = tl.arange(0, HP)
+        at = kv_ptr + (cs // DH_PAD)[None, :] * 2 * S * DH_PAD + rows[:, None] * DH_PAD
+        at += (cs % DH_PAD)[None, :]
+        live = (rows < S)[:, None]
+        k = _linear(h, mat + HP * D, vec + 2 * D + HP, HP, D, HP, D_PAD)
+        tl.store(at, k.to(kv_ptr.dtype.element_ty), mask=live)
+        v = _linear(h, mat + 2 * HP * D, vec + 2 * D + 2 * HP, HP, D, HP, D_PAD)
+        tl.store(at + S * DH_PAD, v.to(kv_ptr.dtype.element_ty), mask=live)
+
+    @triton.jit
+    def kv_kernel(
+        x_ptr,
+        kv_ptr,
+        vec,
+        mat,
+        S,
+        eps,
+        D: tl.constexpr,
+        H_PAD: tl.constexpr,
+        DH_PAD: tl.constexpr,
+        D_PAD: tl.constexpr,
+        BM: tl.constexpr,
+    ):
+        """The first layer's K and V (later layers' come out of the previous layer's kernel)."""
+        seq = tl.program_id(1).to(tl.int64)
+        rows = tl.program_id(0) * BM + tl.arange(0, BM)
+        cols = tl.arange(0, D_PAD)
+        live = (rows[:, None] < S) & (cols[None, :] < D)
+        x = tl.load(x_ptr + seq * S * D + rows[:, None] * D + cols[None, :], mask=live, other=0.0)
+        h = _layer_norm(x, vec, vec + D, cols, D, eps).to(mat.dtype.element_ty)
+        kv = kv_ptr + seq * H_PAD * 2 * S * DH_PAD
+        _store_kv(h, mat, vec, kv, rows, S, D, H_PAD * DH_PAD, DH_PAD, D_PAD)
+
+    @triton.jit
+    def _attention_rows(
+        h,
+        kv_ptr,
+        mat,
+        vec,
+        rows,
+        m0,
+        S,
+        scale,
+        D: tl.constexpr,
+        H_PAD: tl.constexpr,
+        DH_PAD: tl.constexpr,
+        D_PAD: tl.constexpr,
+        BM: tl.constexpr,
+        BN: tl.constexpr,
+    ):
+        """Causal attention of these query rows over the stored K/V, all heads batched, through
+        out_proj without its bias. Padded heads and head columns carry zero weights.
+
+        Right padding needs no key mask: a valid query i sees keys j <= i, all valid."""
+        HP: tl.constexpr = H_PAD * DH_PAD
+        q = _linear(h, mat, vec + 2 * D, HP, D, HP, D_PAD).to(mat.dtype.element_ty)
+        q = tl.permute(tl.reshape(q, (BM, H_PAD, DH_PAD)), (1, 0, 2))
+        heads = tl.arange(0, H_PAD)[:, None, None] * 2 * S * DH_PAD
+        ds = tl.arange(0, DH_PAD)[None, None, :]
+        m_i = tl.full((H_PAD, BM), float("-inf"), dtype=tl.float32)
+        l_i = tl.zeros((H_PAD, BM), dtype=tl.float32)
+        ctx = tl.zeros((H_PAD, BM, DH_PAD), dtype=tl.float32)
+        for n0 in range(0, m0 + BM, BN):  # causal: no key beyond the block's last row
+            keys = n0 + tl.arange(0, BN)
+            at = kv_ptr + heads + keys[None, :, None] * DH_PAD + ds
+            kmask = (keys < S)[None, :, None]
+            k = tl.load(at, mask=kmask, other=0.0)
+            v = tl.load(at + S * DH_PAD, mask=kmask, other=0.0)
+            s = tl.dot(q, tl.permute(k, (0, 2, 1))) * scale
+            seen = (keys[None, :] <= rows[:, None]) & (keys[None, :] < S)
+            s = tl.where(seen[None, :, :], s, -float("inf"))
+            m_new = tl.maximum(m_i, tl.max(s, axis=2))
+            p = tl.exp(s - m_new[:, :, None])
+            alpha = tl.exp(m_i - m_new)
+            l_i = l_i * alpha + tl.sum(p, axis=2)
+            ctx = ctx * alpha[:, :, None] + tl.dot(p.to(v.dtype), v)
+            m_i = m_new
+        ctx = (ctx / l_i[:, :, None]).to(mat.dtype.element_ty)
+        ctx = tl.reshape(tl.permute(ctx, (1, 0, 2)), (BM, HP))
+        cs = tl.arange(0, HP)
+        ns = tl.arange(0, D_PAD)
+        wo = mat + 3 * HP * D
+        wt = tl.load(wo + ns[None, :] * HP + cs[:, None], mask=(ns < D)[None, :], other=0.0)
+        return tl.dot(ctx, wt)
+
+    @triton.jit
+    def _ffn_rows(
+        h,
+        mat,
+        vec,
+        D: tl.constexpr,
+        F: tl.constexpr,
+        HP: tl.constexpr,
+        D_PAD: tl.constexpr,
+        BM: tl.constexpr,
+        BF: tl.constexpr,
+    ):
+        """gelu(h W1^T + b1) W2^T without W2's bias; the pre-GELU values stay fp32."""
+        acc = tl.zeros((BM, D_PAD), dtype=tl.float32)
+        ks = tl.arange(0, D_PAD)
+        w1 = mat + 4 * HP * D
+        w2 = w1 + F * D
+        for f0 in tl.static_range(0, F, BF):
+            fs = f0 + tl.arange(0, BF)
+            live = (ks[:, None] < D) & (fs[None, :] < F)
+            wt = tl.load(w1 + fs[None, :] * D + ks[:, None], mask=live, other=0.0)
+            bias = tl.load(vec + 5 * D + 3 * HP + fs, mask=fs < F, other=0.0)
+            t = tl.dot(h, wt) + bias[None, :]
+            t = 0.5 * t * (1.0 + tl.math.erf(t * 0.7071067811865476))
+            live2 = (fs[:, None] < F) & (ks[None, :] < D)
+            w2t = tl.load(w2 + ks[None, :] * F + fs[:, None], mask=live2, other=0.0)
+            acc += tl.dot(t.to(mat.dtype.element_ty), w2t)
+        return acc
+
+    @triton.jit
+    def layer_kernel(
+        src,
+        dst,
+        mask_ptr,
+        kv_in,
+        kv_out,
+        vec,
+        mat,
+        next_vec,
+        next_mat,
+        S,
+        scale,
+        eps,
+        D: tl.constexpr,
+        F: tl.constexpr,
+        H_PAD: tl.constexpr,
+        DH_PAD: tl.constexpr,
+        D_PAD: tl.constexpr,
+        BM: tl.constexpr,
+        BN: tl.constexpr,
+        BF: tl.constexpr,
+        HAS_MASK: tl.constexpr,
+        LAST: tl.constexpr,
+    ):
+        """One pre-LN block for BM rows of one sequence, then either the next layer's K/V of
+        these rows or (after the last layer) the final LayerNorm.
+
+        ``vec`` is the layer's fp32 pack [ln1 w, ln1 b, b_q, b_k, b_v, b_o, ln2 w, ln2 b, b1, b2]
+        and ``mat`` its weights [W_q, W_k, W_v, W_o, W1, W2] in the compute dtype, the head
+        dimension padded to [H_PAD x DH_PAD] with zeros."""
+        HP: tl.constexpr = H_PAD * DH_PAD
+        seq = tl.program_id(1).to(tl.int64)
+        m0 = tl.program_id(0) * BM
+        rows = m0 + tl.arange(0, BM)
+        cols = tl.arange(0, D_PAD)
+        live = (rows[:, None] < S) & (cols[None, :] < D)
+        at = seq * S * D + rows[:, None] * D + cols[None, :]
+        x = tl.load(src + at, mask=live, other=0.0)
+        # Without a mask every row is valid: the load is masked off and yields the 1s.
+        valid = tl.load(mask_ptr + seq * S + rows, mask=(rows < S) & HAS_MASK, other=1) != 0
+        h = _layer_norm(x, vec, vec + D, cols, D, eps).to(mat.dtype.element_ty)
+        kv = kv_in + seq * H_PAD * 2 * S * DH_PAD
+        attn = _attention_rows(h, kv, mat, vec, rows, m0, S, scale, D, H_PAD, DH_PAD, D_PAD, BM, BN)
+        b_o = tl.load(vec + 2 * D + 3 * HP + cols, mask=cols < D, other=0.0)
+        x = x + tl.where(valid[:, None], attn + b_o[None, :], 0.0)
+        h = _layer_norm(x, vec + 3 * D + 3 * HP, vec + 4 * D + 3 * HP, cols, D, eps)
+        ffn = _ffn_rows(h.to(mat.dtype.element_ty), mat, vec, D, F, HP, D_PAD, BM, BF)
+        b_2 = tl.load(vec + 5 * D + 3 * HP + F + cols, mask=cols < D, other=0.0)
+        x = tl.where(valid[:, None], x + (ffn + b_2[None, :]), 0.0)
+        if LAST:
+            x = tl.where(valid[:, None], _layer_norm(x, next_vec, next_vec + D, cols, D, eps), 0.0)
+        else:
+            h = _layer_norm(x, next_vec, next_vec + D, cols, D, eps).to(mat.dtype.element_ty)
+            nkv = kv_out + seq * H_PAD * 2 * S * DH_PAD
+            _store_kv(h, next_mat, next_vec, nkv, rows, S, D, HP, DH_PAD, D_PAD)
+        tl.store(dst + at, x, mask=live)
+
+
+else:  # the names exist either way; kernels_runnable() says whether they can run
+    kv_kernel = layer_kernel = None
+
+
+def kernels_runnable(on_cuda: bool) -> bool:
+    """Whether the kernels can run: Triton present, and a CUDA input or Triton's interpreter
+    (which runs them on any device)."""
+    if not HAVE_TRITON:
+        return False
+    return on_cuda or not isinstance(layer_kernel, triton.runtime.JITFunction)

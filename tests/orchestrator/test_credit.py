@@ -1,0 +1,110 @@
+"""Honest credit: infrastructure outcomes of an expansion never count against an idea or a clade."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agents.expander import ExpansionOutcome
+from ledger import CandidateRecord, Ledger, VerdictRecord
+from orchestrator.events import EventKind, ExpansionFailed, IdeaRegistered, StepStarted
+from orchestrator.state import SearchState, derive_state
+
+SEED = "a" * 40
+
+
+def _ledger(tmp_path: Path, outcomes: list[ExpansionOutcome]) -> SearchState:
+    with Ledger.open_path(tmp_path / "ledger.sqlite") as ledger:
+        ledger.append(
+            CandidateRecord(
+                sha=SEED,
+                tree_sha="b" * 40,
+                parent_sha=None,
+                step=0,
+                idea_id=None,
+                agent="seed",
+                message="seed",
+                prompt_hash=None,
+                cost={},
+            )
+        )
+        ledger.append(
+            VerdictRecord(
+                candidate_sha=SEED,
+                verdict="promoted",
+                stage="sweep",
+                reason="seed",
+                objective=1.0,
+                details={},
+            )
+        )
+        for idea in ("fuse", "pack"):
+            registered = IdeaRegistered(
+                idea_id=idea,
+                text=idea,
+                source="library",
+                quality=0.5,
+                uncertainty=0.5,
+                targets={},
+                devices=["cpu"],
+            )
+            ledger.append(registered.to_event(EventKind.IDEA_REGISTERED))
+        for step, outcome in enumerate(outcomes, 1):
+            started = StepStarted(
+                step=step,
+                parent_sha=SEED,
+                idea_id="fuse",
+                parent_theta=0.5,
+                idea_theta=0.5,
+                idea_forced=False,
+                parent_forced=False,
+            )
+            failed = ExpansionFailed(
+                step=step,
+                parent_sha=SEED,
+                idea_id="fuse",
+                outcome=outcome.value,
+                message="why",
+                infrastructure=outcome.infrastructure,
+            )
+            ledger.append_many(
+                [
+                    started.to_event(EventKind.STEP_STARTED),
+                    failed.to_event(EventKind.EXPANSION_FAILED),
+                ]
+            )
+        return derive_state(ledger)
+
+
+@pytest.mark.parametrize(
+    "outcome",
+    [
+        ExpansionOutcome.PROVIDER_ERROR,
+        ExpansionOutcome.MALFORMED_REPLIES,
+        ExpansionOutcome.NO_CHANGE,
+        ExpansionOutcome.INFRASTRUCTURE_ERROR,
+    ],
+)
+def test_infrastructure_failures_are_not_scored(tmp_path: Path, outcome: ExpansionOutcome) -> None:
+    state = _ledger(tmp_path, [outcome])
+    assert state.ideas["fuse"].failures == 0
+    assert [n.node_id for n in state.lineage()] == [SEED]
+    assert state.steps[1].closed  # skipped: the next step draws afresh
+
+
+def test_a_real_failure_is_scored_against_the_idea_and_the_clade(tmp_path: Path) -> None:
+    # Can the check fail? The same ledger with an agent that tried and gave up.
+    state = _ledger(tmp_path, [ExpansionOutcome.FAILED])
+    assert state.ideas["fuse"].failures == 1
+    leaves = [n for n in state.lineage() if n.node_id != SEED]
+    assert [(n.parent_id, n.outcome.value) for n in leaves] == [(SEED, "failure")]
+
+
+def test_a_parent_is_exhausted_once_every_idea_made_no_change(tmp_path: Path) -> None:
+    state = _ledger(tmp_path, [ExpansionOutcome.NO_CHANGE])
+    assert state.exhausted_parents("cpu") == set()  # 'pack' was never tried there
+    state.no_change[SEED].add("pack")
+    assert state.exhausted_parents("cpu") == {SEED}
+    (seed,) = state.lineage(frozenset(state.exhausted_parents("cpu")))
+    assert not seed.expandable
