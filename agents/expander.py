@@ -23,6 +23,37 @@ class IdeaBrief(BaseModel):
     quality: float = Field(default=0.5, description="Rubric score q of the idea.")
 
 
+NOT_GIVEN = "(not given)"
+
+
+class ExpansionContext(BaseModel):
+    """Sections of the expansion prompt, rendered from the ledger by the orchestrator; each is
+    plain text (tables, lists), already cut to the run's context budget."""
+
+    model_config = ConfigDict(frozen=True)
+
+    parent_table: str = Field(default=NOT_GIVEN, description="The parent's per-config results.")
+    frontier_table: str = Field(default=NOT_GIVEN, description="The frontier's per-config results.")
+    file_map: str = Field(default=NOT_GIVEN, description="The parent's files with sizes.")
+    frontier_diff: str = Field(
+        default=NOT_GIVEN, description="diff parent -> frontier (if they differ)."
+    )
+    attempts: str = Field(
+        default=NOT_GIVEN, description="Earlier attempts on this parent and idea."
+    )
+    workload_profile: str = Field(
+        default=NOT_GIVEN, description="The inspector's workload profile."
+    )
+    device: str = Field(
+        default=NOT_GIVEN, description="Device figures and roofline floor per config."
+    )
+    lessons: str = Field(default=NOT_GIVEN, description="The run's lessons log.")
+
+    def sections(self) -> dict[str, str]:
+        """Every section by name (what the prompt template receives)."""
+        return {name: str(getattr(self, name)) for name in type(self).model_fields}
+
+
 class ExpansionRequest(BaseModel):
     """Everything an expander needs for one step."""
 
@@ -37,6 +68,13 @@ class ExpansionRequest(BaseModel):
     constraints: list[str] = Field(default_factory=list, description="Active CONSTRAINT texts.")
     donor_shas: list[str] = Field(
         default_factory=list, description="Good candidates available for recombination."
+    )
+    frontier_sha: str | None = Field(
+        default=None, description="The run's frontier when the step started (bench arm)."
+    )
+    step: int = Field(default=0, description="Step number (names the bench's work dirs).")
+    context: ExpansionContext | None = Field(
+        default=None, description="What the agent should know (tables, history, lessons)."
     )
     known_trees: list[str] = Field(
         default_factory=list, description="Tree shas already in the ledger (avoid duplicates)."
@@ -74,6 +112,13 @@ class ExpansionResult(BaseModel):
     message: str = Field(default="", description="Commit message, or why nothing was made.")
     prompt_hash: str | None = Field(default=None, description="Template hash behind the text.")
     wall_s: float = Field(default=0.0, description="Time spent.")
+    lessons: list[str] = Field(
+        default_factory=list, description="Lessons the agent noted (the run's lessons log)."
+    )
+    tool_wall_s: dict[str, float] = Field(
+        default_factory=dict, description="Wall seconds spent in each tool."
+    )
+    bench_device_s: float = Field(default=0.0, description="Device seconds its benchmarks took.")
 
 
 class Expander(Protocol):

@@ -9,7 +9,12 @@ from dataclasses import dataclass
 import git
 from pydantic import BaseModel, Field
 
-from agents.expander import ExpansionOutcome, ExpansionRequest, ExpansionResult
+from agents.expander import (
+    ExpansionContext,
+    ExpansionOutcome,
+    ExpansionRequest,
+    ExpansionResult,
+)
 from agents.llm.conversation import (
     AssistantItem,
     Conversation,
@@ -18,7 +23,7 @@ from agents.llm.conversation import (
     UserText,
 )
 from agents.llm.session import LLMSession
-from agents.tools import CandidateChecker, WorktreeTools
+from agents.tools import BenchAccess, CandidateChecker, WorktreeTools
 from agents.worktree import add_worktree, remove_worktree
 from kernels.workload import Workload
 from prompts import RenderedPrompt, render_prompt
@@ -41,6 +46,7 @@ class LLMExpander:
     make_checker: Callable[[list[str]], CandidateChecker]
     workload: Workload
     settings: LLMExpanderSettings
+    make_bench: Callable[[ExpansionRequest], BenchAccess | None] | None = None
 
     @property
     def name(self) -> str:
@@ -74,6 +80,7 @@ class LLMExpander:
                 "idea_id": request.idea.idea_id,
                 "idea_text": request.idea.text,
                 "max_turns": str(self.settings.max_turns),
+                **(request.context or ExpansionContext()).sections(),
             },
         )
         return system, task
@@ -85,26 +92,29 @@ class LLMExpander:
         worktree = add_worktree(repo, request.worktree_root, request.branch, request.parent_sha)
         try:
             checker = self.make_checker(list(request.constraints))
-            tools = WorktreeTools(worktree, checker, set(request.known_trees))
+            bench = self.make_bench(request) if self.make_bench is not None else None
+            tools = WorktreeTools(worktree, checker, set(request.known_trees), bench)
             outcome, message, prompt_hash = self._loop(request, tools)
+            common = {
+                "agent": self.name,
+                "prompt_hash": prompt_hash,
+                "lessons": tools.notes,
+                "tool_wall_s": {k: round(v, 3) for k, v in tools.wall_s.items()},
+                "bench_device_s": round(bench.spent_s, 3) if bench else 0.0,
+            }
             if outcome is ExpansionOutcome.COMMITTED and tools.committed:
                 repo.create_head(request.branch, tools.committed)
                 tree = str(repo.commit(tools.committed).tree.hexsha)
                 return ExpansionResult(
                     outcome=outcome,
-                    agent=self.name,
                     sha=tools.committed,
                     tree_sha=tree,
                     message=tools.message,
-                    prompt_hash=prompt_hash,
                     wall_s=time.monotonic() - started,
+                    **common,
                 )
             return ExpansionResult(
-                outcome=outcome,
-                agent=self.name,
-                message=message,
-                prompt_hash=prompt_hash,
-                wall_s=time.monotonic() - started,
+                outcome=outcome, message=message, wall_s=time.monotonic() - started, **common
             )
         finally:
             remove_worktree(repo, worktree)

@@ -200,11 +200,8 @@ class WorktreeTools:
             "commit": self._commit,
         }
         if self.bench is not None:
-            bench = self.bench
-            handlers["benchmark"] = lambda args: bench.run(lambda: bench.bench.benchmark(root))
-            handlers["profile"] = lambda args: bench.run(
-                lambda: bench.bench.profile(root, _optional_text(args, "config_id"))
-            )
+            handlers["benchmark"] = self._benchmark
+            handlers["profile"] = self._profile
         started = time.monotonic()
         try:
             if call.error:
@@ -233,6 +230,17 @@ class WorktreeTools:
         report = self.checker.check(self.root)
         self.checked_tree = self._tree() if report.passed else None
         return ("PASSED\n" if report.passed else "FAILED\n") + report.text
+
+    def _benchmark(self, args: dict[str, Any]) -> str:
+        assert self.bench is not None
+        bench = self.bench.bench
+        return self.bench.run(lambda: bench.benchmark(self.root))
+
+    def _profile(self, args: dict[str, Any]) -> str:
+        assert self.bench is not None
+        config_id = _optional_text(args, "config_id")  # a bad argument costs no budget
+        bench = self.bench.bench
+        return self.bench.run(lambda: bench.profile(self.root, config_id))
 
     def _note(self, args: dict[str, Any]) -> str:
         lesson = args.get("lesson")

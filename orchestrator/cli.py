@@ -44,8 +44,13 @@ def _build_parser() -> argparse.ArgumentParser:
     run.add_argument("--minutes", type=float, default=None, help="wall-clock budget (default 3)")
     run.add_argument("--max-candidates", type=int, default=None, help="stop after N new candidates")
     run.add_argument(
-        "--expander", default=None, help="offline (default), anthropic, openai or replay:FILE"
+        "--expander",
+        default=None,
+        help="offline (default), anthropic, openai, openai-chat (with --llm-base-url URL) "
+        "or replay:FILE",
     )
+    run.add_argument("--llm-base-url", default=None, help="the model server's endpoint")
+    run.add_argument("--llm-model", default=None, help="model name (default per expander)")
     run.add_argument("--seed", type=int, default=None, help="seed of the search's choices")
 
     inject = sub.add_parser("inject", help="steer a run (works while it is going)")
@@ -99,6 +104,8 @@ def _settings(args: argparse.Namespace) -> Settings:
             "minutes",
             "max_candidates",
             "expander",
+            "llm_base_url",
+            "llm_model",
             "seed",
         )
     }

@@ -157,6 +157,7 @@ def evaluation_records(
         configs=[_summarize(c) for c in result.configs],
         aggregates=[a.model_dump(mode="json") for a in result.aggregates],
         trial_seeds=[t.seed for t in request.trials],
+        taint=list(result.taint) if result.tainted else [],
     )
     records.append(summary.to_event(EventKind.EVALUATION))
     for config in result.configs:

@@ -28,6 +28,7 @@ class EventKind(enum.StrEnum):
     INSPECTION = "inspection"
     VERIFICATION = "verification"
     FRONTIER_DEMOTED = "frontier_demoted"
+    LESSON = "lesson"
 
 
 class Stage(enum.StrEnum):
@@ -104,8 +105,10 @@ class LLMCallEvent(Payload):
     backend: str = Field(description="anthropic, openai or replay.")
     model: str = Field(description="Model asked.")
     template_hash: str = Field(description="sha256 of the prompt template.")
-    input_tokens: int = Field(description="Prompt tokens billed.")
+    input_tokens: int = Field(description="Prompt tokens billed (prompt cache excluded).")
     output_tokens: int = Field(description="Completion tokens billed.")
+    cache_read_tokens: int = Field(default=0, description="Prompt tokens read from the cache.")
+    cache_write_tokens: int = Field(default=0, description="Prompt tokens written to the cache.")
     usd: float = Field(description="Cost of the call.")
     wall_s: float = Field(description="Wall time.")
     outcome: str = Field(description="'ok' or 'error'.")
@@ -144,6 +147,16 @@ class ExpansionFailed(Payload):
         description="No change, provider error, malformed replies...: never scored against "
         "the idea or the parent's clade.",
     )
+
+
+class LessonNoted(Payload):
+    """A lesson an agent noted during an expansion (the run's lessons log)."""
+
+    step: int = Field(description="Step of the expansion.")
+    parent_sha: str = Field(description="Parent it worked on.")
+    idea_id: str = Field(description="Idea it implemented.")
+    agent: str = Field(description="Which agent noted it.")
+    text: str = Field(description="The lesson.")
 
 
 class StaticChecked(Payload):
@@ -187,6 +200,9 @@ class EvaluationSummary(Payload):
     configs: list[ConfigSummary] = Field(description="Per-config digest.")
     aggregates: list[dict[str, Any]] = Field(description="Geometric-mean ratios over configs.")
     trial_seeds: list[int] = Field(description="Seeds of the correctness trials (salt included).")
+    taint: list[str] = Field(
+        default_factory=list, description="Contention or throttling seen while timed (if any)."
+    )
 
 
 class RunStopped(Payload):

@@ -98,11 +98,13 @@ def _lineage(state: SearchState, sha: str) -> list[str]:
 
 
 def _sweep_for(ledger: Ledger, sha: str) -> EvaluationSummary | None:
+    """The candidate's last full sweep (earlier ones were tainted and measured again)."""
+    found = None
     for stored in ledger.events(kind="evaluation"):
         summary = EvaluationSummary.model_validate(stored.record.payload)
         if summary.sha == sha and summary.stage is Stage.SWEEP:
-            return summary
-    return None
+            found = summary
+    return found
 
 
 def checkout_candidate(run_dir: Path, ledger: Ledger, prefix: str, into: Path | None) -> Path:

@@ -5,15 +5,27 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
+from urllib.parse import urlparse
 
-from agents.llm.conversation import ClientOptions, LLMBackend
+from agents.llm.conversation import BackendKind, ClientOptions, LLMBackend
 from agents.llm.session import Budget, LLMSession, Pricing, ReplayBackend, pricing_for
 from ledger import Ledger
 from orchestrator.events import EventKind
 from orchestrator.settings import ExpanderKind, Settings
 
-DEFAULT_MODELS = {ExpanderKind.ANTHROPIC: "claude-sonnet-5-5", ExpanderKind.OPENAI: "gpt-5.5"}
-KEY_VARIABLES = {ExpanderKind.ANTHROPIC: "ANTHROPIC_API_KEY", ExpanderKind.OPENAI: "OPENAI_API_KEY"}
+DEFAULT_MODELS = {
+    ExpanderKind.ANTHROPIC: "claude-sonnet-5-5",
+    ExpanderKind.OPENAI: "gpt-5.5",
+    ExpanderKind.OPENAI_CHAT: "local-model",  # llama.cpp serves its one model under any name
+}
+KEY_VARIABLES = {
+    ExpanderKind.ANTHROPIC: "ANTHROPIC_API_KEY",
+    ExpanderKind.OPENAI: "OPENAI_API_KEY",
+    ExpanderKind.OPENAI_CHAT: "OPENAI_API_KEY",
+}
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
+# The SDK wants a key even where a local server checks none.
+LOCAL_KEY = "no-key-needed"
 TRANSCRIPT = "llm-transcript.jsonl"
 
 
@@ -26,6 +38,8 @@ def _api_key(settings: Settings, kind: ExpanderKind, environ: Mapping[str, str])
         return settings.llm_api_key.get_secret_value()
     variable = KEY_VARIABLES[kind]
     key = environ.get(variable, "")
+    if not key and kind is ExpanderKind.OPENAI_CHAT and is_loopback(settings.llm_base_url):
+        return LOCAL_KEY
     if not key:
         raise LLMSetupError(
             f"--expander {kind.value} needs an API key: set {variable} (or llm_api_key in a "
@@ -34,12 +48,23 @@ def _api_key(settings: Settings, kind: ExpanderKind, environ: Mapping[str, str])
     return key
 
 
+def is_loopback(url: str | None) -> bool:
+    """Whether an endpoint is on this machine (a local model server)."""
+    host = urlparse(url or "").hostname or ""
+    return host in LOOPBACK_HOSTS or host.startswith("127.")
+
+
 def make_backend(settings: Settings, environ: Mapping[str, str] | None = None) -> LLMBackend | None:
     """The backend the settings ask for (None for the offline expander); checks the key first."""
     environ = os.environ if environ is None else environ
     kind, path = ExpanderKind.parse(settings.expander)
     if kind is ExpanderKind.OFFLINE:
         return None
+    if kind is ExpanderKind.OPENAI_CHAT and not settings.llm_base_url:
+        raise LLMSetupError(
+            "--expander openai-chat needs the server's address: --llm-base-url "
+            "http://127.0.0.1:8080/v1 (llama.cpp, vLLM, SGLang, ollama serve one)"
+        )
     if kind is ExpanderKind.REPLAY:
         assert path is not None
         try:
@@ -61,6 +86,10 @@ def make_backend(settings: Settings, environ: Mapping[str, str] | None = None) -
             from agents.llm.anthropic_backend import AnthropicBackend
 
             return AnthropicBackend(options)
+        if kind is ExpanderKind.OPENAI_CHAT:
+            from agents.llm.openai_chat_backend import OpenAIChatBackend
+
+            return OpenAIChatBackend(options)
         from agents.llm.openai_backend import OpenAIBackend
 
         return OpenAIBackend(options)
@@ -76,6 +105,8 @@ def pricing(settings: Settings, backend: LLMBackend) -> Pricing:
     override = None
     if settings.llm_price_in is not None and settings.llm_price_out is not None:
         override = (settings.llm_price_in, settings.llm_price_out)
+    elif backend.kind is BackendKind.OPENAI_CHAT and is_loopback(settings.llm_base_url):
+        override = (0.0, 0.0)  # a model served on this machine is billed by nobody
     try:
         return pricing_for(backend.model if backend.model else "replay", override)
     except ValueError as exc:

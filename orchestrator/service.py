@@ -13,10 +13,6 @@ from types import FrameType
 
 import git
 
-from agents.expander import Expander
-from agents.llm.session import LLMSession
-from agents.llm_expander import LLMExpander, LLMExpanderSettings
-from agents.offline import OfflineExpander
 from harness.runner import RunnerSettings
 from kernels.registry import UnknownWorkloadError, resolve_workload
 from kernels.workload import ConfigSet, Workload
@@ -36,9 +32,10 @@ from orchestrator.calibration import (
     calibrate_noise,
     qualify,
 )
-from orchestrator.checker import HarnessChecker
 from orchestrator.evaluation import Judging
 from orchestrator.events import EventKind, IdeaRegistered, RunStarted
+from orchestrator.expanders import make_expander
+from orchestrator.expansion_context import context_builder
 from orchestrator.export import ExportManifest, checkout_candidate, export_candidate
 from orchestrator.judge_file import (
     JudgeFileError,
@@ -214,26 +211,6 @@ def _open_run(
     return paths, ledger, repo, False
 
 
-def _make_expander(
-    settings: Settings, judging: Judging, session: LLMSession | None, config_set: ConfigSet
-) -> Expander:
-    if session is None:
-        return OfflineExpander()
-    workload = judging.workload
-    cpu_set = workload.config_set(workload.default_config_set["cpu"])
-
-    def make_checker(constraints: list[str]) -> HarnessChecker:
-        work = judging.evals_dir / "quick-checks"
-        return HarnessChecker(
-            workload, constraints, judging.runner, work, list(cpu_set.screening_ids)
-        )
-
-    llm_settings = LLMExpanderSettings(
-        max_turns=settings.llm_max_turns, max_output_tokens=settings.llm_max_output_tokens
-    )
-    return LLMExpander(session, make_checker, workload, llm_settings)
-
-
 def prepare_run(settings: Settings, reporter: Reporter) -> _Prepared:
     """Open or create the run dir, record the run's start, wire the loop's context."""
     workload = _workload(settings.workload)
@@ -281,11 +258,13 @@ def prepare_run(settings: Settings, reporter: Reporter) -> _Prepared:
         paths=paths,
         ledger=ledger,
         repo=repo,
-        expander=_make_expander(settings, judging, session, config_set),
+        expander=make_expander(settings, judging, session, config_set),
         judging=judging,
         reporter=reporter,
         llm=session,
     )
+    if session is not None:
+        ctx = replace(ctx, context_for=context_builder(ctx))
     return _Prepared(ctx=ctx, resumed=resumed)
 
 

@@ -36,17 +36,19 @@ class ExpanderKind(enum.StrEnum):
     OFFLINE = "offline"
     ANTHROPIC = "anthropic"
     OPENAI = "openai"
+    OPENAI_CHAT = "openai-chat"  # an OpenAI-compatible chat-completions server (local models)
     REPLAY = "replay"
 
     @classmethod
     def parse(cls, value: str) -> tuple[ExpanderKind, Path | None]:
-        """'offline', 'anthropic', 'openai' or 'replay:FILE'."""
+        """'offline', 'anthropic', 'openai', 'openai-chat' or 'replay:FILE'."""
         kind, _, rest = value.partition(":")
         try:
             parsed = cls(kind)
         except ValueError:
             raise ValueError(
-                f"unknown expander {value!r}; use offline, anthropic, openai or replay:FILE"
+                f"unknown expander {value!r}; use offline, anthropic, openai, openai-chat "
+                "(with --llm-base-url) or replay:FILE"
             ) from None
         if (parsed is cls.REPLAY) != bool(rest):
             raise ValueError(f"expander {value!r}: only replay takes a file, as 'replay:FILE'")
@@ -69,7 +71,7 @@ class Settings(BaseModel):
         default=None, gt=0, description="Stop once the ledger holds this many new candidates."
     )
     expander: str = Field(
-        default="offline", description="offline, anthropic, openai or replay:FILE."
+        default="offline", description="offline, anthropic, openai, openai-chat or replay:FILE."
     )
     llm_model: str | None = Field(
         default=None, description="Model name (default: per provider, see llm_default_model)."
@@ -90,6 +92,24 @@ class Settings(BaseModel):
         default=None,
         exclude=True,  # never written to the ledger with the other settings
         description="API key (default: ANTHROPIC_API_KEY / OPENAI_API_KEY).",
+    )
+    llm_bench_budget_s: float = Field(
+        default=120.0,
+        ge=0,
+        description="Device seconds one LLM expansion may spend in its benchmark and profile "
+        "tools (0: the tools are not offered).",
+    )
+    llm_context_chars: int = Field(
+        default=60_000,
+        ge=2_000,
+        description="Characters of run context (tables, attempts, lessons) in an expansion "
+        "prompt; longer sections are cut, the least important first.",
+    )
+    taint_remeasures: int = Field(
+        default=2,
+        ge=0,
+        description="A sweep measured under contention or throttling is measured again up to "
+        "this many times; a verdict from a tainted sweep never promotes and is never scored.",
     )
     max_infrastructure_failures: int = Field(
         default=5,

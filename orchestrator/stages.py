@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
 import git
 
-from agents.expander import Expander, ExpansionOutcome, ExpansionRequest, IdeaBrief
+from agents.expander import (
+    Expander,
+    ExpansionContext,
+    ExpansionOutcome,
+    ExpansionRequest,
+    ExpansionResult,
+    IdeaBrief,
+)
 from agents.llm.session import LLMSession
 from harness.models import EvaluationResult, Outcome, RatioStats
 from harness.static_checks import check_sources, parse_constraint
@@ -25,8 +33,10 @@ from orchestrator.evaluation import (
 from orchestrator.events import (
     EventKind,
     ExpansionFailed,
+    LessonNoted,
     Stage,
     StaticChecked,
+    StepStarted,
     VerdictDetails,
 )
 from orchestrator.settings import Settings, default_timing
@@ -79,6 +89,8 @@ class LoopContext:
     reporter: Reporter
     noise_floor: float
     llm: LLMSession | None = None
+    # Builds the prompt context of an LLM expansion from the ledger (None: offline runs).
+    context_for: Callable[[SearchState, StepStarted], ExpansionContext] | None = None
 
     def objective_spec(self, state: SearchState) -> ObjectiveSpec:
         """The configured aggregate with the PRIORITY config weights in force."""
@@ -133,10 +145,14 @@ def expand_step(ctx: LoopContext, state: SearchState, step: StepView) -> None:
         ),
         constraints=state.constraints,
         donor_shas=[sha for sha in [frontier] if sha],
+        frontier_sha=frontier,
+        step=number,
+        context=ctx.context_for(state, started) if ctx.context_for else None,
         known_trees=[c.tree_sha for c in state.candidates.values()],
         seed=ctx.settings.seed * 1_000_003 + number,
     )
     result = ctx.expander.expand(request)
+    ctx.ledger.append_many(lesson_records(started, result))
     if result.outcome is not ExpansionOutcome.COMMITTED or result.sha is None:
         failure = ExpansionFailed(
             step=number,
@@ -160,11 +176,32 @@ def expand_step(ctx: LoopContext, state: SearchState, step: StepView) -> None:
             agent=result.agent,
             message=result.message,
             prompt_hash=result.prompt_hash,
-            cost={"wall_s": round(result.wall_s, 3)},
+            cost=expansion_cost(result),
         )
     )
     title = result.message.splitlines()[0] if result.message else ""
     ctx.reporter.line(f"  committed {result.sha[:10]}  {title}  ({result.wall_s:.1f} s)")
+
+
+def lesson_records(started: StepStarted, result: ExpansionResult) -> list[Record]:
+    """The lessons an expansion noted, as ledger events (kept whatever its outcome)."""
+    return [
+        LessonNoted(
+            step=started.step,
+            parent_sha=started.parent_sha,
+            idea_id=started.idea_id,
+            agent=result.agent,
+            text=text,
+        ).to_event(EventKind.LESSON)
+        for text in result.lessons
+    ]
+
+
+def expansion_cost(result: ExpansionResult) -> dict[str, float]:
+    """Wall time of the expansion, its benchmarks' device time and wall time by tool."""
+    cost = {"wall_s": round(result.wall_s, 3), "bench_device_s": result.bench_device_s}
+    cost.update({f"tool_{name}_s": seconds for name, seconds in result.tool_wall_s.items()})
+    return cost
 
 
 def static_step(ctx: LoopContext, state: SearchState, step: StepView) -> None:
@@ -334,9 +371,10 @@ def decide(
     return decision, details, objective.value if objective else None
 
 
-def sweep_step(ctx: LoopContext, state: SearchState, job: SweepJob) -> Verdict:
+def sweep_step(ctx: LoopContext, state: SearchState, job: SweepJob) -> Verdict | None:
     """All configs, correctness then interleaved timing against parent, baseline and frontier;
-    the evidence and the verdict are written in one transaction."""
+    the evidence and the verdict are written in one transaction. A tainted sweep is recorded
+    without a verdict and measured again (None), up to settings.taint_remeasures times."""
     stage_job = StageRequest(
         step=job.step,
         sha=job.sha,
@@ -348,7 +386,15 @@ def sweep_step(ctx: LoopContext, state: SearchState, job: SweepJob) -> Verdict:
     )
     request, result = judge_stage(ctx.judging, stage_job)
     records = evaluation_records(stage_job, request, result)
-    if result.outcome is not Outcome.PASSED:
+    view = state.steps.get(job.step)
+    retried = view.tainted_sweeps if view is not None else 0
+    passed = result.outcome is Outcome.PASSED
+    if passed and result.tainted and not job.is_seed and retried < ctx.settings.taint_remeasures:
+        ctx.ledger.append_many(records)  # the evidence is kept; the step measures again
+        why = "; ".join(result.taint)[:300]
+        ctx.reporter.line(f"  sweep tainted ({why}): measuring again ({retried + 1})")
+        return None
+    if not passed:
         verdict = _failed_verdict(job.sha, job.step, Stage.SWEEP, result)
         records.append(verdict)
         ctx.ledger.append_many(records)

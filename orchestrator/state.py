@@ -12,6 +12,7 @@ from orchestrator.events import (
     EventKind,
     ExpansionFailed,
     IdeaRegistered,
+    LessonNoted,
     RunStarted,
     Stage,
     StaticChecked,
@@ -39,6 +40,11 @@ class CandidateView:
     success: bool = False
     objective: float | None = None
     details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def tainted(self) -> bool:
+        """Its verdict came from a sweep measured under contention: nothing was learnt."""
+        return bool(self.details.get("taint")) and not self.success
 
     @property
     def expandable(self) -> bool:
@@ -78,6 +84,7 @@ class StepView:
     static: StaticChecked | None = None
     screen: EvaluationSummary | None = None
     sweep: EvaluationSummary | None = None
+    tainted_sweeps: int = 0
     verdict: Verdict | None = None
 
     @property
@@ -115,6 +122,7 @@ class SearchState:
     demoted: set[str] = field(default_factory=set)
     verifications: dict[str, str] = field(default_factory=dict)
     no_change: dict[str, set[str]] = field(default_factory=dict)
+    lessons: list[LessonNoted] = field(default_factory=list)
     research_seen_seq: int = 0
     research_step: int = 0
     inspected: bool = False
@@ -164,7 +172,7 @@ class SearchState:
         candidates are not expandable."""
         nodes = []
         for cand in self.candidates.values():
-            if cand.parent_sha is None or cand.verdict is None:
+            if cand.parent_sha is None or cand.verdict is None or cand.tainted:
                 outcome = NodeOutcome.UNTRIED
             else:
                 outcome = NodeOutcome.SUCCESS if cand.success else NodeOutcome.FAILURE
@@ -229,6 +237,8 @@ def _apply_event(state: SearchState, kind: str, payload: dict[str, Any]) -> None
     elif kind == EventKind.RESEARCH:
         state.research_seen_seq = max(state.research_seen_seq, int(payload["last_message_seq"]))
         state.research_step = int(payload["step"])
+    elif kind == EventKind.LESSON:
+        state.lessons.append(LessonNoted.model_validate(payload))
     elif kind == EventKind.INSPECTION:
         state.inspected = True
     elif kind == EventKind.LLM_CALL:
@@ -258,6 +268,8 @@ def _apply_event(state: SearchState, kind: str, payload: dict[str, Any]) -> None
             step = state.steps[summary.step]
             if summary.stage is Stage.SCREEN:
                 step.screen = summary
+            elif summary.taint:
+                step.tainted_sweeps += 1  # measured again (or judged: the verdict closes it)
             else:
                 step.sweep = summary
 
@@ -352,7 +364,7 @@ def _apply_candidates(state: SearchState, ledger: Ledger) -> None:
         elif cand.verdict is Verdict.PROMOTED:
             state.frontier_sha = cand.sha
         idea = state.ideas.get(cand.idea_id or "")
-        if idea is not None and cand.parent_sha is not None:
+        if idea is not None and cand.parent_sha is not None and not cand.tainted:
             if cand.success:
                 idea.successes += 1
             else:

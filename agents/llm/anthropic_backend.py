@@ -55,6 +55,31 @@ def to_messages(conversation: Conversation) -> list[dict[str, Any]]:
     return messages
 
 
+CACHE = {"type": "ephemeral"}
+
+
+def cached_request(
+    conversation: Conversation, tools: list[ToolSpec]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """System, tools and messages with prompt-cache breakpoints: after the tools, after the
+    system prompt (the same for every expansion of a run) and after the newest message (the
+    next turn of this expansion re-reads the whole history from the cache)."""
+    specs: list[dict[str, Any]] = [
+        {"name": t.name, "description": t.description, "input_schema": t.parameters} for t in tools
+    ]
+    if specs:
+        specs[-1] = {**specs[-1], "cache_control": CACHE}
+    system = [{"type": "text", "text": conversation.system, "cache_control": CACHE}]
+    messages = to_messages(conversation)
+    if messages and messages[-1]["content"]:
+        last = messages[-1]["content"]
+        messages[-1] = {
+            **messages[-1],
+            "content": [*last[:-1], {**last[-1], "cache_control": CACHE}],
+        }
+    return system, specs, messages
+
+
 def parse_message(message: Any) -> AssistantTurn:
     """A Messages API response as a provider-neutral turn."""
     text, calls = [], []
@@ -73,8 +98,12 @@ def parse_message(message: Any) -> AssistantTurn:
                     error=error,
                 )
             )
+    raw = message.usage
     usage = Usage(
-        input_tokens=message.usage.input_tokens or 0, output_tokens=message.usage.output_tokens or 0
+        input_tokens=raw.input_tokens or 0,
+        output_tokens=raw.output_tokens or 0,
+        cache_read_tokens=getattr(raw, "cache_read_input_tokens", 0) or 0,
+        cache_write_tokens=getattr(raw, "cache_creation_input_tokens", 0) or 0,
     )
     return AssistantTurn(
         text="\n".join(text),
@@ -99,16 +128,14 @@ class AnthropicBackend:
         self, conversation: Conversation, tools: list[ToolSpec], max_output_tokens: int
     ) -> AssistantTurn:
         extra = {} if self.temperature is None else {"temperature": self.temperature}
+        system, specs, messages = cached_request(conversation, tools)
         try:
             message = self._client.messages.create(
                 model=self.model,
                 max_tokens=max_output_tokens,
-                system=conversation.system,
-                messages=to_messages(conversation),  # type: ignore[arg-type]
-                tools=[
-                    {"name": t.name, "description": t.description, "input_schema": t.parameters}
-                    for t in tools
-                ],
+                system=system,  # type: ignore[arg-type]
+                messages=messages,  # type: ignore[arg-type]
+                tools=specs,  # type: ignore[arg-type]
                 extra_body=extra or None,
             )
         except anthropic.APIError as exc:

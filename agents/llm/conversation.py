@@ -36,8 +36,16 @@ class Usage(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    input_tokens: int = Field(default=0, ge=0, description="Prompt tokens billed.")
+    input_tokens: int = Field(
+        default=0, ge=0, description="Prompt tokens billed at the full rate (cache excluded)."
+    )
     output_tokens: int = Field(default=0, ge=0, description="Completion tokens billed.")
+    cache_read_tokens: int = Field(
+        default=0, ge=0, description="Prompt tokens served from the provider's prompt cache."
+    )
+    cache_write_tokens: int = Field(
+        default=0, ge=0, description="Prompt tokens written to the provider's prompt cache."
+    )
 
 
 class AssistantTurn(BaseModel):
@@ -104,6 +112,7 @@ class BackendKind(enum.StrEnum):
 
     ANTHROPIC = "anthropic"
     OPENAI = "openai"
+    OPENAI_CHAT = "openai-chat"
     REPLAY = "replay"
 
 

@@ -78,13 +78,17 @@ def parse_response(response: Any) -> AssistantTurn:
                 if getattr(part, "type", "") == "output_text":
                     text.append(part.text)
     usage = response.usage
+    details = getattr(usage, "input_tokens_details", None) if usage else None
+    cached = int(getattr(details, "cached_tokens", 0) or 0)
     return AssistantTurn(
         text="\n".join(text),
         tool_calls=calls,
         stop_reason=str(response.status or ""),
         usage=Usage(
-            input_tokens=usage.input_tokens if usage else 0,
+            # OpenAI caches long prompts by itself and counts cached tokens inside input_tokens.
+            input_tokens=max(0, usage.input_tokens - cached) if usage else 0,
             output_tokens=usage.output_tokens if usage else 0,
+            cache_read_tokens=cached,
         ),
         model=str(response.model),
     )

@@ -15,6 +15,7 @@ from agents.llm.conversation import (
     LLMBackend,
     LLMError,
     ToolSpec,
+    Usage,
 )
 
 # USD per million tokens (input, output), by model-name prefix: the last list prices we knew of,
@@ -34,6 +35,12 @@ class BudgetExhaustedError(RuntimeError):
     """The run's LLM money or token budget is spent: stop cleanly."""
 
 
+# Prompt-cache prices relative to the input price (Anthropic's published multipliers: writes
+# 1.25x, reads 0.1x; OpenAI bills cached input at a discount and never charges writes).
+CACHE_WRITE_FACTOR = 1.25
+CACHE_READ_FACTOR = 0.1
+
+
 class Pricing(BaseModel):
     """What tokens cost."""
 
@@ -42,9 +49,16 @@ class Pricing(BaseModel):
     usd_per_mtok_in: float = Field(ge=0, description="USD per million input tokens.")
     usd_per_mtok_out: float = Field(ge=0, description="USD per million output tokens.")
 
-    def cost(self, input_tokens: int, output_tokens: int) -> float:
-        """USD of one call."""
-        return (input_tokens * self.usd_per_mtok_in + output_tokens * self.usd_per_mtok_out) / 1e6
+    def cost(self, input_tokens: int, output_tokens: int, usage: Usage | None = None) -> float:
+        """USD of one call (prompt-cache reads and writes at their factors of the input price)."""
+        cached = 0.0
+        if usage is not None:
+            cached = (
+                usage.cache_write_tokens * CACHE_WRITE_FACTOR
+                + usage.cache_read_tokens * CACHE_READ_FACTOR
+            )
+        billed_in = (input_tokens + cached) * self.usd_per_mtok_in
+        return (billed_in + output_tokens * self.usd_per_mtok_out) / 1e6
 
 
 def pricing_for(model: str, override: tuple[float, float] | None = None) -> Pricing:
@@ -86,8 +100,10 @@ class LLMCallRecord(BaseModel):
     backend: str = Field(description="anthropic, openai or replay.")
     model: str = Field(description="Model asked.")
     template_hash: str = Field(description="sha256 of the prompt template behind the request.")
-    input_tokens: int = Field(description="Prompt tokens billed.")
+    input_tokens: int = Field(description="Prompt tokens billed (prompt cache excluded).")
     output_tokens: int = Field(description="Completion tokens billed.")
+    cache_read_tokens: int = Field(default=0, description="Prompt tokens read from the cache.")
+    cache_write_tokens: int = Field(default=0, description="Prompt tokens written to the cache.")
     usd: float = Field(description="Cost of the call.")
     wall_s: float = Field(description="Wall time of the call.")
     outcome: str = Field(description="'ok' or 'error'.")
@@ -151,14 +167,15 @@ class LLMSession:
         items: int,
     ) -> None:
         role, template_hash = request
-        tokens_in = turn.usage.input_tokens if turn else 0
-        tokens_out = turn.usage.output_tokens if turn else 0
+        usage = turn.usage if turn else Usage()
+        tokens_in, tokens_out = usage.input_tokens, usage.output_tokens
         replayed = self.backend.kind is BackendKind.REPLAY  # nothing was spent on a replay
-        usd = 0.0 if replayed else self.pricing.cost(tokens_in, tokens_out)
+        usd = 0.0 if replayed else self.pricing.cost(tokens_in, tokens_out, usage)
+        every_token = tokens_in + tokens_out + usage.cache_read_tokens + usage.cache_write_tokens
         self.budget = self.budget.model_copy(
             update={
                 "usd_spent": self.budget.usd_spent + usd,
-                "tokens_spent": self.budget.tokens_spent + tokens_in + tokens_out,
+                "tokens_spent": self.budget.tokens_spent + every_token,
             }
         )
         self.calls.append(
@@ -169,6 +186,8 @@ class LLMSession:
                 template_hash=template_hash,
                 input_tokens=tokens_in,
                 output_tokens=tokens_out,
+                cache_read_tokens=usage.cache_read_tokens,
+                cache_write_tokens=usage.cache_write_tokens,
                 usd=usd,
                 wall_s=round(wall_s, 3),
                 outcome="ok" if turn else "error",

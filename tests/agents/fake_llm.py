@@ -1,4 +1,5 @@
-"""Fake Anthropic and OpenAI servers speaking the real wire formats, driven by a scripted model.
+"""Fake Anthropic, OpenAI Responses and OpenAI-compatible chat servers speaking the real wire
+formats, driven by a scripted model.
 
 The script sees the provider-neutral history the server reconstructs from the request body
 (so the tests prove our tool results really travel in each provider's format) and answers
@@ -67,7 +68,12 @@ def _openai_history(body: dict[str, Any]) -> tuple[int, list[str]]:
 
 
 def _usage_anthropic() -> dict[str, int]:
-    return {"input_tokens": 1200, "output_tokens": 300}
+    return {
+        "input_tokens": 1200,
+        "output_tokens": 300,
+        "cache_creation_input_tokens": 100,
+        "cache_read_input_tokens": 800,
+    }
 
 
 def anthropic_handler(script: Script) -> Callable[[httpx2.Request], httpx2.Response]:
@@ -162,6 +168,56 @@ def openai_handler(script: Script) -> Callable[[httpx2.Request], httpx2.Response
             },
         }
         return httpx2.Response(200, json=response)
+
+    return handle
+
+
+def chat_history(body: dict[str, Any]) -> tuple[int, list[str]]:
+    """Assistant turns so far and the tool results sent back, from a chat-completions body."""
+    messages = body["messages"]
+    turns = sum(1 for m in messages if m["role"] == "assistant")
+    return turns, [m["content"] for m in messages if m["role"] == "tool"]
+
+
+def openai_chat_handler(script: Script) -> Callable[[httpx2.Request], httpx2.Response]:
+    """A fake OpenAI-compatible /v1/chat/completions (what llama.cpp, vLLM, ollama serve)."""
+
+    def handle(request: httpx2.Request) -> httpx2.Response:
+        body = json.loads(request.content)
+        script.requests.append(body)
+        if script.failures:
+            status = script.failures.pop(0)
+            return httpx2.Response(status, json={"error": {"message": "busy"}})
+        turn, results = chat_history(body)
+        action = script.turn(turn, results)
+        message: dict[str, Any] = {"role": "assistant", "content": None}
+        if action is None:
+            message["content"] = "done"
+        else:
+            name, args = action
+            arguments = "{not json" if turn in script.malformed_turns else json.dumps(args)
+            message["tool_calls"] = [
+                {
+                    "id": f"call_{turn}",
+                    "type": "function",
+                    "function": {"name": name, "arguments": arguments},
+                }
+            ]
+        completion = {
+            "id": f"chatcmpl-{turn}",
+            "object": "chat.completion",
+            "created": 0,
+            "model": "local-fake",
+            "choices": [
+                {
+                    "index": 0,
+                    "message": message,
+                    "finish_reason": "tool_calls" if action else "stop",
+                }
+            ],
+            "usage": {"prompt_tokens": 900, "completion_tokens": 100, "total_tokens": 1000},
+        }
+        return httpx2.Response(200, json=completion)
 
     return handle
 

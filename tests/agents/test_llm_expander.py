@@ -16,6 +16,7 @@ from agents.expander import ExpansionOutcome, ExpansionRequest, ExpansionResult,
 from agents.llm.anthropic_backend import AnthropicBackend
 from agents.llm.conversation import ClientOptions, LLMBackend
 from agents.llm.openai_backend import OpenAIBackend
+from agents.llm.openai_chat_backend import OpenAIChatBackend
 from agents.llm.session import (
     Budget,
     BudgetExhaustedError,
@@ -28,7 +29,14 @@ from harness.runner import RunnerSettings
 from kernels.softmax.workload import softmax_workload
 from orchestrator.checker import HarnessChecker
 from tests.agents.conftest import make_repo
-from tests.agents.fake_llm import Script, anthropic_handler, client, openai_handler, softmax_script
+from tests.agents.fake_llm import (
+    Script,
+    anthropic_handler,
+    client,
+    openai_chat_handler,
+    openai_handler,
+    softmax_script,
+)
 
 pytestmark = pytest.mark.slow
 CODE_ROOT = Path(__file__).resolve().parents[2]
@@ -52,6 +60,11 @@ def anthropic(script: Script) -> AnthropicBackend:
     return AnthropicBackend(options)
 
 
+def openai_chat(script: Script) -> OpenAIChatBackend:
+    options = _options("local-fake", openai_chat_handler(script), "http://127.0.0.1:9/v1")
+    return OpenAIChatBackend(options)
+
+
 def openai_backend(script: Script) -> OpenAIBackend:
     options = _options("gpt-5-fake", openai_handler(script), "http://fake.openai/v1")
     return OpenAIBackend(options)
@@ -63,8 +76,9 @@ def expand(
     repo, parent = make_repo(tmp_path / "repo", WORKLOAD.seed_bundle())
     runner = RunnerSettings(python=sys.executable, lock_dir=tmp_path / "locks", code_root=CODE_ROOT)
     checker = HarnessChecker(WORKLOAD, [], runner, tmp_path / "checks", ["s1"])
+    prices = (0.0, 0.0) if backend.model == "local-fake" else None
     session = LLMSession(
-        backend, pricing_for(backend.model.replace("-fake", "")), Budget(), transcript
+        backend, pricing_for(backend.model.replace("-fake", ""), prices), Budget(), transcript
     )
     settings = LLMExpanderSettings(max_turns=max_turns)
     expander = LLMExpander(session, lambda constraints: checker, WORKLOAD, settings)
@@ -184,3 +198,63 @@ def test_the_budget_stops_further_calls(tmp_path: Path) -> None:
     session.ask(("expander", "h"), conversation, [], 100)  # $0.0081: over the limit now
     with pytest.raises(BudgetExhaustedError, match="money budget"):
         session.ask(("expander", "h"), conversation, [], 100)
+
+
+def test_openai_chat_tool_loop_commits_a_checked_change(tmp_path: Path) -> None:
+    script = Script(turn=softmax_script)
+    result, session, repo, parent = expand(tmp_path, openai_chat(script))
+    assert_committed(result, repo, parent)
+    # Chat wire format: tools as functions, results as role=tool messages paired by id.
+    assert {t["type"] for t in script.requests[0]["tools"]} == {"function"}
+    assert "str_replace" in {t["function"]["name"] for t in script.requests[0]["tools"]}
+    second = script.requests[1]["messages"]
+    assert [m["role"] for m in second] == ["system", "user", "assistant", "tool"]
+    assert second[2]["tool_calls"][0]["id"] == second[3]["tool_call_id"] == "call_0"
+    assert "TUNABLES" in second[3]["content"]
+    calls = session.drain()
+    assert len(calls) == 4 and all(c.input_tokens == 900 and c.usd == 0 for c in calls)
+
+
+def test_openai_chat_malformed_arguments_are_answered(tmp_path: Path) -> None:
+    def script_with_retry(turn: int, results: list[str]) -> tuple[str, dict[str, Any]] | None:
+        return softmax_script(max(0, turn - 1), results)
+
+    script = Script(turn=script_with_retry, malformed_turns={0})
+    result, _, repo, parent = expand(tmp_path, openai_chat(script))
+    assert_committed(result, repo, parent)
+    answer = script.requests[1]["messages"][-1]
+    assert answer["role"] == "tool" and "not valid JSON" in answer["content"]
+
+
+def test_openai_chat_server_errors_are_a_provider_error(tmp_path: Path) -> None:
+    script = Script(turn=softmax_script, failures=[503] * 10)
+    result, _, _, _ = expand(tmp_path, openai_chat(script))
+    assert result.outcome is ExpansionOutcome.PROVIDER_ERROR and "openai-chat" in result.message
+
+
+def test_anthropic_requests_mark_prompt_cache_breakpoints_and_cached_tokens_are_priced(
+    tmp_path: Path,
+) -> None:
+    script = Script(turn=softmax_script)
+    result, session, _, _ = expand(tmp_path, anthropic(script))
+    assert result.outcome is ExpansionOutcome.COMMITTED
+    calls = session.drain()
+    assert all(c.cache_read_tokens == 800 and c.cache_write_tokens == 100 for c in calls)
+    body = script.requests[2]
+    assert body["system"][-1]["cache_control"] == {"type": "ephemeral"}
+    assert body["tools"][-1]["cache_control"] == {"type": "ephemeral"}
+    assert "cache_control" not in body["tools"][0]
+    assert body["messages"][-1]["content"][-1]["cache_control"] == {"type": "ephemeral"}
+    assert all("cache_control" not in m["content"][-1] for m in body["messages"][:-1])
+
+
+def test_cached_prompt_tokens_are_recorded_and_priced_at_their_rates() -> None:
+    from agents.llm.conversation import Usage
+
+    price = pricing_for("claude-sonnet")
+    usage = Usage(
+        input_tokens=100, output_tokens=10, cache_read_tokens=1000, cache_write_tokens=200
+    )
+    expected = (100 + 1000 * 0.1 + 200 * 1.25) * 3.0 / 1e6 + 10 * 15.0 / 1e6
+    assert price.cost(100, 10, usage) == pytest.approx(expected)
+    assert price.cost(100, 10) == pytest.approx((100 * 3.0 + 10 * 15.0) / 1e6)

@@ -9,7 +9,7 @@ import git
 import pytest
 
 from agents.llm.conversation import ToolCall
-from agents.tools import CheckReport, ToolError, WorktreeTools, confined
+from agents.tools import BenchAccess, BenchReport, CheckReport, ToolError, WorktreeTools, confined
 from tests.agents.conftest import make_repo
 
 
@@ -97,3 +97,53 @@ def test_unknown_tools_and_malformed_arguments_show_what_is_expected(tools: Work
     assert error and "list_files" in output
     bad = tools.call(ToolCall(call_id="c", name="read_file", error="arguments are not valid JSON"))
     assert bad.is_error and "expected a JSON object" in bad.output
+
+
+class FakeBench:
+    """A bench that reports fixed device time (the orchestrator's real one is tested end to
+    end in tests/orchestrator/test_engineer_run.py)."""
+
+    def __init__(self, device_s: float) -> None:
+        self.device_s = device_s
+        self.calls: list[str] = []
+
+    def benchmark(self, tree: Path) -> BenchReport:
+        self.calls.append("benchmark")
+        return BenchReport(text="| config | ms |", device_s=self.device_s)
+
+    def profile(self, tree: Path, config_id: str | None) -> BenchReport:
+        self.calls.append(f"profile:{config_id}")
+        return BenchReport(text="| operator |", device_s=self.device_s)
+
+
+def test_bench_tools_are_offered_only_with_a_bench(tools: WorktreeTools) -> None:
+    assert {"benchmark", "profile"}.isdisjoint(s.name for s in tools.specs())
+    output, error = call(tools, "benchmark")
+    assert error and "unknown tool" in output
+    tools.bench = BenchAccess(bench=FakeBench(1.0), budget_s=10.0)
+    assert {"benchmark", "profile", "note"} <= {s.name for s in tools.specs()}
+
+
+def test_the_benchmark_budget_is_counted_and_enforced(tools: WorktreeTools) -> None:
+    bench = FakeBench(device_s=6.0)
+    tools.bench = BenchAccess(bench=bench, budget_s=10.0)
+    output, error = call(tools, "benchmark")
+    assert not error and "| config | ms |" in output and "4 s of budget left" in output
+    output, error = call(tools, "profile", config_id="s1")
+    assert not error and bench.calls == ["benchmark", "profile:s1"]
+    output, error = call(tools, "benchmark")
+    assert error and "budget of 10 device-seconds is spent" in output
+    assert bench.calls == ["benchmark", "profile:s1"], "nothing runs once the budget is spent"
+    output, error = call(tools, "profile", config_id=3)
+    assert error and "must be a string" in output
+    assert tools.wall_s["benchmark"] >= 0 and set(tools.wall_s) == {"benchmark", "profile"}
+
+
+def test_notes_are_kept_bounded_and_checked(tools: WorktreeTools) -> None:
+    output, error = call(tools, "note", lesson="  ")
+    assert error and "one or two sentences" in output
+    for i in range(10):
+        assert not call(tools, "note", lesson=f"lesson {i}")[1]
+    output, error = call(tools, "note", lesson="one more")
+    assert error and "already noted 10" in output
+    assert tools.notes == [f"lesson {i}" for i in range(10)]

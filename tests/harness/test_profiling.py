@@ -46,7 +46,9 @@ def test_the_seed_package_is_profiled_by_operator(tmp_path: Path) -> None:
 def test_an_arm_that_fails_while_profiled_is_an_outcome(tmp_path: Path) -> None:
     module = tmp_path / "broken.py"
     module.write_text(
-        track3_workload().seed_bundle().replace(
+        track3_workload()
+        .seed_bundle()
+        .replace(
             "        return self._eager(x, valid_token_mask)\n",
             "        raise RuntimeError('kernel fault')\n",
         )

@@ -8,10 +8,18 @@ import pytest
 
 from agents.expander import ExpansionOutcome
 from ledger import CandidateRecord, Ledger, VerdictRecord
-from orchestrator.events import EventKind, ExpansionFailed, IdeaRegistered, StepStarted
+from orchestrator.events import (
+    EvaluationSummary,
+    EventKind,
+    ExpansionFailed,
+    IdeaRegistered,
+    Stage,
+    StepStarted,
+)
 from orchestrator.state import SearchState, derive_state
 
 SEED = "a" * 40
+EVAL = EventKind.EVALUATION
 
 
 def _ledger(tmp_path: Path, outcomes: list[ExpansionOutcome]) -> SearchState:
@@ -108,3 +116,74 @@ def test_a_parent_is_exhausted_once_every_idea_made_no_change(tmp_path: Path) ->
     assert state.exhausted_parents("cpu") == {SEED}
     (seed,) = state.lineage(frozenset(state.exhausted_parents("cpu")))
     assert not seed.expandable
+
+
+def _sweep(step: int, sha: str, taint: list[str]) -> EvaluationSummary:
+    return EvaluationSummary(
+        step=step,
+        sha=sha,
+        evaluation_id=f"{sha}:sweep",
+        stage=Stage.SWEEP,
+        outcome="passed",
+        message="",
+        wall_s=1.0,
+        protocol="p",
+        fingerprint_id=None,
+        timer_resolution_ns=None,
+        arms={},
+        configs=[],
+        aggregates=[],
+        trial_seeds=[],
+        taint=taint,
+    )
+
+
+def test_a_tainted_sweep_is_measured_again_and_its_verdict_never_scored(tmp_path: Path) -> None:
+    child = "c" * 40
+    state = _ledger(tmp_path, [])
+    with Ledger.open_path(tmp_path / "ledger.sqlite") as ledger:
+        started = StepStarted(
+            step=1,
+            parent_sha=SEED,
+            idea_id="fuse",
+            parent_theta=0.5,
+            idea_theta=0.5,
+            idea_forced=False,
+            parent_forced=False,
+        )
+        ledger.append(started.to_event(EventKind.STEP_STARTED))
+        ledger.append(
+            CandidateRecord(
+                sha=child,
+                tree_sha="d" * 40,
+                parent_sha=SEED,
+                step=1,
+                idea_id="fuse",
+                agent="offline",
+                message="m",
+                prompt_hash=None,
+                cost={},
+            )
+        )
+        ledger.append(_sweep(1, child, ["2 other processes used 1.8 CPU cores"]).to_event(EVAL))
+        state = derive_state(ledger)
+        step = state.steps[1]
+        assert step.sweep is None and step.tainted_sweeps == 1 and not step.closed
+        # Measured again, tainted again: the verdict closes the step, and is never scored.
+        ledger.append(_sweep(1, child, ["thermal slowdown"]).to_event(EVAL))
+        details = {"success": False, "taint": ["thermal slowdown"]}
+        ledger.append(
+            VerdictRecord(
+                candidate_sha=child,
+                verdict="inconclusive",
+                stage="sweep",
+                reason="tainted",
+                objective=1.0,
+                details=details,
+            )
+        )
+        state = derive_state(ledger)
+    assert state.steps[1].closed and state.steps[1].tainted_sweeps == 2
+    assert state.ideas["fuse"].failures == 0 and state.candidates[child].tainted
+    outcomes = {n.node_id: n.outcome.value for n in state.lineage()}
+    assert outcomes[child] == "untried"

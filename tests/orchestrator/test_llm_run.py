@@ -30,7 +30,8 @@ class FakeClaude:
 
     def __call__(self, request: httpx2.Request) -> httpx2.Response:
         body = json.loads(request.content)
-        system = body.get("system", "")
+        blocks = body.get("system", [])  # text blocks, the last one marked for the cache
+        system = "".join(b["text"] for b in blocks) if isinstance(blocks, list) else blocks
         if "workload inspector" in system:
             self.roles.append("inspector")
             text = proposals_json(["Rows are independent: normalize with the fused softmax"])
