@@ -15,7 +15,7 @@ import pytest
 
 from ledger import Ledger
 from orchestrator import service
-from tests.agents.fake_llm import Script, anthropic_handler, openai_handler
+from tests.agents.fake_llm import Script, anthropic_handler, openai_chat_handler, openai_handler
 from tests.agents.scripted_agent import MESSAGE, EngineerScript
 from tests.orchestrator.conftest import ListReporter, fast_settings
 from tests.orchestrator.fake_server import serve
@@ -26,6 +26,7 @@ Handler = Callable[[Script], Callable[[httpx2.Request], httpx2.Response]]
 VENDORS: dict[str, tuple[Handler, str]] = {
     "anthropic": (anthropic_handler, "ANTHROPIC_API_KEY"),
     "openai": (openai_handler, "OPENAI_API_KEY"),
+    "openai-chat": (openai_chat_handler, "OPENAI_API_KEY"),  # a local server needs no key
 }
 
 
@@ -34,7 +35,7 @@ def first_requests(requests: list[dict[str, Any]]) -> list[str]:
     opening = []
     for body in requests:
         history = body.get("messages") or body.get("input") or []
-        if len(history) == 1:
+        if len([m for m in history if m.get("role") != "system"]) == 1:
             opening.append(json.dumps(body))
     return opening
 
@@ -44,7 +45,10 @@ def test_an_engineering_agent_is_judged_promoted_and_remembered(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, vendor: str
 ) -> None:
     handler, key = VENDORS[vendor]
-    monkeypatch.setenv(key, "sk-fake")
+    if vendor == "openai-chat":
+        monkeypatch.delenv(key, raising=False)
+    else:
+        monkeypatch.setenv(key, "sk-fake")
     engineer = EngineerScript()
     script = Script(turn=engineer)
     run_dir = tmp_path / "run"
