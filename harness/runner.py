@@ -33,6 +33,10 @@ class RunnerSettings(BaseModel):
         default=None,
         description="Triton/TorchInductor cache shared across judges (None: private per judge).",
     )
+    triton_interpret: bool = Field(
+        default=False,
+        description="Run Triton kernels through Triton's interpreter (CPU checks of kernels).",
+    )
 
 
 def judge_environment(
@@ -63,6 +67,13 @@ def judge_environment(
             TRITON_CACHE_DIR=str(compile_cache / "triton"),
             TORCHINDUCTOR_CACHE_DIR=str(compile_cache / "inductor"),
         )
+    return env
+
+
+def _environment(work_dir: Path, settings: RunnerSettings) -> dict[str, str]:
+    env = judge_environment(work_dir, settings.code_root, settings.compile_cache_dir)
+    if settings.triton_interpret:
+        env["TRITON_INTERPRET"] = "1"  # read when Triton defines the kernels: set before start
     return env
 
 
@@ -137,7 +148,7 @@ def run_evaluation(
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 cwd=work_dir,
-                env=judge_environment(work_dir, settings.code_root, settings.compile_cache_dir),
+                env=_environment(work_dir, settings),
                 start_new_session=True,
                 pass_fds=(lock.fd,),
             )

@@ -8,6 +8,8 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import git
+
 from agents.tools import CheckReport
 from harness.models import ArmKind, ArmSpec, EvaluationRequest, Outcome
 from harness.runner import RunnerSettings, run_evaluation
@@ -16,6 +18,16 @@ from harness.trials import correctness_trials, new_salt
 from kernels.workload import Workload
 
 QUICK_SALTED_TRIALS = 2
+TRITON_MARK = "triton.jit"
+
+
+def changed_files(tree: Path) -> list[str]:
+    """Files of a worktree that differ from its HEAD commit (edited, added or untracked)."""
+    try:
+        status = git.Repo(tree).git.status("--porcelain", "--untracked-files=all")
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError, git.GitCommandError):
+        return []  # not a worktree: nothing is known to have changed
+    return [line[3:].split(" -> ")[-1] for line in status.splitlines() if len(line) > 3]
 
 
 @dataclass
@@ -37,12 +49,26 @@ class HarnessChecker:
         }
 
     def check(self, tree: Path) -> CheckReport:
-        """Both checks; the text is what the model reads."""
+        """Both checks; the text is what the model reads. An edit that touched Triton kernels
+        is checked with Triton's interpreter, so the kernels really run on the CPU."""
         parsed = [parse_constraint(c) for c in self.constraints]
         policy, entry = self.workload.static_policy, self.workload.candidate_file
-        static = check_sources(self._sources(tree), policy, entry, parsed)
+        sources = self._sources(tree)
+        static = check_sources(sources, policy, entry, parsed)
         if not static.passed:
             return CheckReport(passed=False, text="static checks failed:\n" + static.summary())
+        interpret = any(TRITON_MARK in sources.get(path, "") for path in changed_files(tree))
+        report = self._correctness(tree, interpret)
+        if interpret:
+            note = (
+                "(Triton kernels ran through Triton's interpreter on the CPU: the edit touched "
+                "them; they run only where the candidate takes its Triton path)"
+            )
+            report = report.model_copy(update={"text": f"{report.text}\n{note}"})
+        return report
+
+    def _correctness(self, tree: Path, interpret: bool) -> CheckReport:
+        policy, entry = self.workload.static_policy, self.workload.candidate_file
         copy = self.work_dir / f"check-{next(self.counter)}"
         shutil.rmtree(copy, ignore_errors=True)
         shutil.copytree(tree, copy / "tree", ignore=shutil.ignore_patterns(".git", "__pycache__"))
@@ -63,7 +89,8 @@ class HarnessChecker:
             trials=trials[: 1 + QUICK_SALTED_TRIALS],
             torch_threads=1,
         )
-        result = run_evaluation(request, copy / "judge", self.runner)
+        runner = self.runner.model_copy(update={"triton_interpret": interpret})
+        result = run_evaluation(request, copy / "judge", runner)
         lines = [f"static checks: ok; quick CPU correctness: {result.outcome.value}"]
         for config in result.configs:
             failed = sum(t.failed_elements for t in config.trials)

@@ -55,6 +55,13 @@ class StageRequest:
     config_ids: list[str]
     timing: TimingPlan | None
     config_weights: dict[str, float]
+    attempt: int = 0  # > 0: the stage measured again (its earlier sweep was tainted)
+
+    @property
+    def name(self) -> str:
+        """Work directory name and evaluation-id suffix of this stage (unique per attempt)."""
+        suffix = f"-{self.attempt + 1}" if self.attempt else ""
+        return f"{self.stage.value}{suffix}"
 
 
 def commit_arm(judging: Judging, name: str, sha: str, work: Path) -> ArmSpec:
@@ -72,7 +79,7 @@ def commit_arm(judging: Judging, name: str, sha: str, work: Path) -> ArmSpec:
 
 def build_request(judging: Judging, job: StageRequest) -> EvaluationRequest:
     """Materialize every arm's tree and describe the evaluation for the judge."""
-    work = judging.evals_dir / f"step-{job.step:05d}-{job.stage.value}"
+    work = judging.evals_dir / f"step-{job.step:05d}-{job.name}"
     arms = [
         ArmSpec(name=name, kind=ArmKind.REFERENCE, commit_sha=REFERENCE_SHA)
         if sha == REFERENCE_SHA
@@ -82,7 +89,7 @@ def build_request(judging: Judging, job: StageRequest) -> EvaluationRequest:
     salt = new_salt()
     oracle_ids = [c for c in job.config_ids if c not in judging.runnable_ids]
     return EvaluationRequest(
-        evaluation_id=f"{job.sha}:{job.stage.value}",
+        evaluation_id=f"{job.sha}:{job.name}",
         workload=judging.workload.name,
         device=judging.device,
         config_ids=job.config_ids,
@@ -102,7 +109,7 @@ def build_request(judging: Judging, job: StageRequest) -> EvaluationRequest:
 def judge_stage(judging: Judging, job: StageRequest) -> tuple[EvaluationRequest, EvaluationResult]:
     """Run the judge subprocess for one stage."""
     request = build_request(judging, job)
-    work = judging.evals_dir / f"step-{job.step:05d}-{job.stage.value}"
+    work = judging.evals_dir / f"step-{job.step:05d}-{job.name}"
     return request, run_evaluation(request, work, judging.runner)
 
 

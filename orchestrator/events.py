@@ -147,6 +147,9 @@ class ExpansionFailed(Payload):
         description="No change, provider error, malformed replies...: never scored against "
         "the idea or the parent's clade.",
     )
+    retries_left: int = Field(
+        default=0, description="Expansions of this step still to try (0: the step is skipped)."
+    )
 
 
 class LessonNoted(Payload):

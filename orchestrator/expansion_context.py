@@ -100,7 +100,7 @@ def _diff(repo: git.Repo, parent: str, frontier: str | None) -> str:
 def _attempt(state: SearchState, step: StepView, repo: git.Repo) -> str:
     started = step.started
     head = f"- step {started.step}: idea {started.idea_id} on {started.parent_sha[:10]}"
-    if step.expansion_failed is not None:
+    if step.expansion_failed is not None and step.sha is None:
         failed = step.expansion_failed
         return f"{head}: no candidate ({failed.outcome}): {failed.message[:300]}"
     if step.sha is None:

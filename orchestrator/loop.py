@@ -190,6 +190,8 @@ def _infrastructure_failures_in_row(state: SearchState) -> int:
     count = 0
     for number in sorted(state.steps, reverse=True):
         failed = state.steps[number].expansion_failed
+        if state.steps[number].sha is not None:
+            failed = None  # a retry committed: the step did not fail
         if failed is not None and failed.outcome == ExpansionOutcome.NO_CHANGE:
             continue  # nothing new to make is the exhaustion rule's business, not a fault
         if failed is None or not infrastructure_failure(failed):

@@ -111,6 +111,12 @@ class Settings(BaseModel):
         description="A sweep measured under contention or throttling is measured again up to "
         "this many times; a verdict from a tainted sweep never promotes and is never scored.",
     )
+    expansion_retries: int = Field(
+        default=1,
+        ge=0,
+        description="Times a step's expansion runs again after a provider error, malformed "
+        "replies or an infrastructure error (never after 'no change'); then it is skipped.",
+    )
     max_infrastructure_failures: int = Field(
         default=5,
         ge=1,

@@ -154,6 +154,8 @@ def expand_step(ctx: LoopContext, state: SearchState, step: StepView) -> None:
     result = ctx.expander.expand(request)
     ctx.ledger.append_many(lesson_records(started, result))
     if result.outcome is not ExpansionOutcome.COMMITTED or result.sha is None:
+        retryable = result.outcome.infrastructure and result.outcome != ExpansionOutcome.NO_CHANGE
+        tried = step.expansion_attempts + 1
         failure = ExpansionFailed(
             step=number,
             parent_sha=started.parent_sha,
@@ -161,6 +163,7 @@ def expand_step(ctx: LoopContext, state: SearchState, step: StepView) -> None:
             outcome=result.outcome.value,
             message=result.message,
             infrastructure=result.outcome.infrastructure,
+            retries_left=max(0, ctx.settings.expansion_retries + 1 - tried) if retryable else 0,
         )
         ctx.ledger.append(failure.to_event(EventKind.EXPANSION_FAILED))
         scored = "not scored" if result.outcome.infrastructure else "scored against the idea"
@@ -375,6 +378,8 @@ def sweep_step(ctx: LoopContext, state: SearchState, job: SweepJob) -> Verdict |
     """All configs, correctness then interleaved timing against parent, baseline and frontier;
     the evidence and the verdict are written in one transaction. A tainted sweep is recorded
     without a verdict and measured again (None), up to settings.taint_remeasures times."""
+    view = state.steps.get(job.step)
+    retried = view.tainted_sweeps if view is not None else 0
     stage_job = StageRequest(
         step=job.step,
         sha=job.sha,
@@ -383,11 +388,10 @@ def sweep_step(ctx: LoopContext, state: SearchState, job: SweepJob) -> Verdict |
         config_ids=list(ctx.config_set.config_ids),
         timing=ctx.settings.sweep_timing or default_timing(ctx.device, "sweep"),
         config_weights=state.config_weights,
+        attempt=retried,
     )
     request, result = judge_stage(ctx.judging, stage_job)
     records = evaluation_records(stage_job, request, result)
-    view = state.steps.get(job.step)
-    retried = view.tainted_sweeps if view is not None else 0
     passed = result.outcome is Outcome.PASSED
     if passed and result.tainted and not job.is_seed and retried < ctx.settings.taint_remeasures:
         ctx.ledger.append_many(records)  # the evidence is kept; the step measures again

@@ -81,6 +81,7 @@ class StepView:
     started: StepStarted
     sha: str | None = None
     expansion_failed: ExpansionFailed | None = None
+    expansion_attempts: int = 0
     static: StaticChecked | None = None
     screen: EvaluationSummary | None = None
     sweep: EvaluationSummary | None = None
@@ -89,8 +90,12 @@ class StepView:
 
     @property
     def closed(self) -> bool:
-        """Nothing left to do for this step."""
-        return self.expansion_failed is not None or self.verdict is not None
+        """Nothing left to do for this step (an infrastructure failure with retries left
+        leaves it open: the expansion runs again)."""
+        failed = self.expansion_failed
+        if failed is not None and self.sha is None:
+            return not (infrastructure_failure(failed) and failed.retries_left > 0)
+        return self.verdict is not None
 
 
 @dataclass
@@ -186,7 +191,7 @@ class SearchState:
             )
         for number, step in self.steps.items():
             failed = step.expansion_failed
-            if failed is not None and not infrastructure_failure(failed):
+            if failed is not None and step.sha is None and not infrastructure_failure(failed):
                 nodes.append(
                     LineageNode(
                         node_id=f"expansion-failed-{number}",
@@ -254,6 +259,7 @@ def _apply_event(state: SearchState, kind: str, payload: dict[str, Any]) -> None
     elif kind == EventKind.EXPANSION_FAILED:
         failed = ExpansionFailed.model_validate(payload)
         state.steps[failed.step].expansion_failed = failed
+        state.steps[failed.step].expansion_attempts += 1
         if failed.outcome == ExpansionOutcome.NO_CHANGE:
             state.no_change.setdefault(failed.parent_sha, set()).add(failed.idea_id)
         if not infrastructure_failure(failed) and failed.idea_id in state.ideas:

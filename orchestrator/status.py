@@ -144,7 +144,9 @@ def build_status(run_dir: Path, ledger: Ledger) -> StatusReport:
         steps=len(state.steps),
         promoted=promoted,
         verdicts=dict(verdicts),
-        expansions_failed=sum(1 for s in state.steps.values() if s.expansion_failed),
+        expansions_failed=sum(
+            1 for s in state.steps.values() if s.expansion_failed and s.sha is None
+        ),
         open_step=open_step.started.step if open_step else None,
         frontier=_frontier(state),
         ideas=_ideas(state),

@@ -187,3 +187,32 @@ def test_a_tainted_sweep_is_measured_again_and_its_verdict_never_scored(tmp_path
     assert state.ideas["fuse"].failures == 0 and state.candidates[child].tainted
     outcomes = {n.node_id: n.outcome.value for n in state.lineage()}
     assert outcomes[child] == "untried"
+
+
+def test_a_provider_error_with_retries_left_keeps_the_step_open(tmp_path: Path) -> None:
+    state = _ledger(tmp_path, [])
+    with Ledger.open_path(tmp_path / "ledger.sqlite") as ledger:
+        started = StepStarted(
+            step=1,
+            parent_sha=SEED,
+            idea_id="fuse",
+            parent_theta=0.5,
+            idea_theta=0.5,
+            idea_forced=False,
+            parent_forced=False,
+        )
+        ledger.append(started.to_event(EventKind.STEP_STARTED))
+        for retries_left in (1, 0):
+            failed = ExpansionFailed(
+                step=1,
+                parent_sha=SEED,
+                idea_id="fuse",
+                outcome=ExpansionOutcome.PROVIDER_ERROR.value,
+                message="503",
+                infrastructure=True,
+                retries_left=retries_left,
+            )
+            ledger.append(failed.to_event(EventKind.EXPANSION_FAILED))
+            state = derive_state(ledger)
+            assert state.steps[1].closed is (retries_left == 0)
+    assert state.steps[1].expansion_attempts == 2 and state.ideas["fuse"].failures == 0

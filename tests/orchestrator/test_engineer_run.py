@@ -84,3 +84,31 @@ def test_an_engineering_agent_is_judged_promoted_and_remembered(
     assert lesson in opening[1], "the second expansion reads the lessons log"
     assert "step 1:" in opening[1] and "Row softmax in its own module, fused" in opening[1]
     assert "rowops.py" in opening[1] or "candidate.py" in opening[1]  # a file map is shown
+
+
+def test_a_provider_outage_is_retried_then_the_step_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    engineer = EngineerScript()
+    # The SDK tries 4 times (llm_max_retries 3): the first expansion ends in a provider error.
+    script = Script(turn=engineer, failures=[503] * 4)
+    run_dir = tmp_path / "run"
+    with serve(openai_chat_handler(script)) as url:
+        settings = fast_settings(
+            run_dir,
+            expander="openai-chat",
+            llm_base_url=url,
+            max_candidates=1,
+            llm_max_turns=16,
+            inspect_workload=False,
+            verify_frontier=False,
+        )
+        service.run_search(settings, ListReporter())
+    with Ledger.open_path(run_dir / "ledger.sqlite", create=False) as ledger:
+        failures = [e.record.payload for e in ledger.events("expansion_failed")]
+        steps = [c.record.step for c in ledger.candidates() if c.record.step]
+    assert [(f["step"], f["outcome"], f["retries_left"]) for f in failures] == [
+        (1, "provider_error", 1)
+    ]
+    assert steps == [1], "the retry of step 1 committed its candidate"
