@@ -144,7 +144,7 @@ class LLMExpander:
             conversation.items.append(ToolResults(outcomes=outcomes))
             if tools.committed:
                 return ExpansionOutcome.COMMITTED, tools.message, system.template_hash
-        trail = "; ".join(tools.log[-6:])
+        trail = "; ".join(tools.log[-6:]) or "none: it never called a tool"
         # A model that never made one well-formed, successful tool call did not try the idea.
         worked = any(line.endswith(": ok") for line in tools.log)
         return (

@@ -47,6 +47,7 @@ from orchestrator.judge_file import (
 from orchestrator.llm_setup import LLMSetupError, make_backend, make_session, pricing
 from orchestrator.loop import RunSummary, SeedFailedError, StopSignal, run_loop
 from orchestrator.messages import MessageContext, MessageError, parse_message
+from orchestrator.run_dir import RunDirError, check_fresh_start, check_run_dir, hold_run_dir
 from orchestrator.settings import DeviceChoice, Settings, default_timing
 from orchestrator.stages import LoopContext, Reporter
 from orchestrator.state import SearchState, derive_state
@@ -165,15 +166,6 @@ def _check_compatible(
         )
 
 
-def _prepare_run_dir(paths: RunPaths) -> None:
-    if paths.root.exists() and not paths.ledger.exists() and any(paths.root.iterdir()):
-        raise RatchetError(
-            f"{paths.root} exists, is not empty and holds no Ratchet ledger; "
-            "pick a new --run-dir or empty it"
-        )
-    paths.root.mkdir(parents=True, exist_ok=True)
-
-
 @dataclass
 class _Prepared:
     ctx: LoopContext
@@ -185,10 +177,26 @@ def _open_run(
 ) -> tuple[RunPaths, Ledger, git.Repo, bool]:
     """The run dir's ledger and repository, created (seed committed) on first use."""
     paths = RunPaths(settings.run_dir.resolve())
-    _prepare_run_dir(paths)
-    ledger = Ledger.open_path(paths.ledger)
+    try:
+        check_run_dir(paths)
+    except RunDirError as exc:
+        raise RatchetError(str(exc)) from exc
+    try:
+        ledger = Ledger.open_path(paths.ledger)
+    except LedgerError as exc:
+        raise RatchetError(
+            f"{paths.ledger} is not a readable Ratchet ledger ({type(exc).__name__}: "
+            f"{str(exc)[:200]}); nothing was changed. 'ratchet ledger verify --run-dir "
+            f"{paths.root}' says more; or pick a new --run-dir"
+        ) from exc
     state = derive_state(ledger)
     resumed = state.run is not None
+    if not resumed:
+        try:
+            check_fresh_start(paths)
+        except RunDirError as exc:
+            ledger.close()
+            raise RatchetError(str(exc)) from exc
     records = _start_records(settings, workload, device, config_set, resumed)
     if resumed:
         _check_compatible(state, workload, device, config_set)
@@ -318,16 +326,20 @@ def _stop_on_signals(stop: StopSignal, reporter: Reporter) -> Iterator[None]:
 def run_search(settings: Settings, reporter: Reporter | None = None) -> RunSummary:
     """`ratchet run`: search until a budget ends; resumable from the run dir at any moment."""
     reporter = reporter or PrintReporter()
-    prepared = prepare_run(settings, reporter)
-    ctx = prepared.ctx
-    stop = StopSignal()
     try:
-        with _stop_on_signals(stop, reporter):
-            return run_loop(ctx, stop)
-    except SeedFailedError as exc:
+        with hold_run_dir(settings.run_dir.resolve()):
+            prepared = prepare_run(settings, reporter)
+            ctx = prepared.ctx
+            stop = StopSignal()
+            try:
+                with _stop_on_signals(stop, reporter):
+                    return run_loop(ctx, stop)
+            except SeedFailedError as exc:
+                raise RatchetError(str(exc)) from exc
+            finally:
+                ctx.ledger.close()
+    except RunDirError as exc:
         raise RatchetError(str(exc)) from exc
-    finally:
-        ctx.ledger.close()
 
 
 def inject_message(run_dir: Path, kind: str, text: str, author: str | None = None) -> int:

@@ -30,7 +30,9 @@ def to_messages(conversation: Conversation) -> list[dict[str, Any]]:
         if isinstance(item, UserText):
             messages.append({"role": "user", "content": item.text})
         elif isinstance(item, AssistantItem):
-            message: dict[str, Any] = {"role": "assistant", "content": item.turn.text or None}
+            # Text may be empty, never null: llama.cpp's server refuses an assistant message whose
+            # content is null and that has no tool calls (500, seen with a real server).
+            message: dict[str, Any] = {"role": "assistant", "content": item.turn.text}
             if item.turn.tool_calls:
                 message["tool_calls"] = [
                     {
