@@ -97,6 +97,45 @@ def transcript_summary(path: Path) -> dict[str, Any]:
     return {"kinds": dict(kinds), "samples": samples}
 
 
+def probe_wire(port: int) -> list[str]:
+    """Direct calls through the backend with the tool forced (llama.cpp then constrains the
+    reply to a well-formed call): a call parsed, its result sent back as a tool message with
+    the assistant's tool_calls, and a second call parsed from that history."""
+    from agents.llm.conversation import (
+        AssistantItem,
+        ClientOptions,
+        Conversation,
+        ToolOutcome,
+        ToolResults,
+        UserText,
+    )
+    from agents.llm.openai_chat_backend import OpenAIChatBackend
+    from agents.tools import TOOL_SPECS
+
+    options = ClientOptions(
+        model="local", api_key="none", base_url=f"http://127.0.0.1:{port}/v1", timeout_s=300
+    )
+    history = Conversation(
+        system="You edit a softmax kernel.", items=[UserText(text="Look at the files first.")]
+    )
+    rows = []
+    for forced, output in (("list_files", "candidate.py  60 lines"), ("read_file", "")):
+        backend = OpenAIChatBackend(options, tool_choice=forced)
+        turn = backend.respond(history, TOOL_SPECS, 128)
+        calls = [(c.name, c.arguments, c.error) for c in turn.tool_calls]
+        rows.append(f"forced {forced}: stop={turn.stop_reason!r} calls={calls}")
+        history.items.append(AssistantItem(turn=turn))
+        history.items.append(
+            ToolResults(
+                outcomes=[
+                    ToolOutcome(call_id=c.call_id, name=c.name, output=output or "(empty)")
+                    for c in turn.tool_calls
+                ]
+            )
+        )
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--server-python", required=True, help="python with llama_cpp[server]")
@@ -115,6 +154,10 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="local-model-"))
     port = free_port()
     server = start_server(args.server_python, model, port, work / "server.log")
+    try:
+        probe = probe_wire(port)
+    except Exception as exc:  # a broken wire is the finding: report it, run the search anyway
+        probe = [f"probe failed: {type(exc).__name__}: {exc}"]
     reporter = PrintReporter()
     started = time.monotonic()
     try:
@@ -138,6 +181,7 @@ def main() -> None:
         server.wait(timeout=30)
     report = collect(work / "run", summary.reason, time.monotonic() - started, model)
     report["command"] = "python " + " ".join(sys.argv)
+    report["probe"] = probe
     report["log"] = reporter.lines
     if args.json_out:
         args.json_out.write_text(json.dumps(report, indent=2))
@@ -182,6 +226,12 @@ def render(report: dict[str, Any]) -> str:
         f"{report['ledger_ok']}.",
         "",
         "A 270M model writes noise: the page is about the wire, not the code it wrote.",
+        "",
+        "## The wire, probed (tool forced per request, so the server returns real tool calls)",
+        "",
+        *[f"- `{row}`" for row in report["probe"]],
+        "",
+        "## The search run (the server's default tool choice)",
         "",
         f"- LLM calls: {report['calls']} ({report['call_wall_s']} s in the server), "
         f"{report['tokens_in']:,} tokens in, {report['tokens_out']:,} out, billed $0 (local).",

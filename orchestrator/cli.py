@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -197,7 +198,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Console entry point; domain errors become a message on stderr and exit code 2."""
     args = _build_parser().parse_args(argv)
     try:
-        return COMMANDS[args.command](args)
+        code = COMMANDS[args.command](args)
+        sys.stdout.flush()  # inside the try: a closed pipe surfaces here, not at exit
+        return code
     except (service.RatchetError, SettingsError, WorkspaceError, ExportError) as exc:
         print(f"ratchet {args.command}: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -206,6 +209,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"ratchet {args.command}: interrupted; resume with the same --run-dir", file=sys.stderr
         )
         return 130
+    except BrokenPipeError:
+        # The reader went away (`ratchet status | head`): stop quietly, as Unix tools do.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":

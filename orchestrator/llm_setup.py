@@ -89,7 +89,7 @@ def make_backend(settings: Settings, environ: Mapping[str, str] | None = None) -
         if kind is ExpanderKind.OPENAI_CHAT:
             from agents.llm.openai_chat_backend import OpenAIChatBackend
 
-            return OpenAIChatBackend(options)
+            return OpenAIChatBackend(options, tool_choice=settings.llm_tool_choice)
         from agents.llm.openai_backend import OpenAIBackend
 
         return OpenAIBackend(options)

@@ -93,6 +93,11 @@ class Settings(BaseModel):
         exclude=True,  # never written to the ledger with the other settings
         description="API key (default: ANTHROPIC_API_KEY / OPENAI_API_KEY).",
     )
+    llm_tool_choice: str | None = Field(
+        default=None,
+        description="openai-chat only: the servers' tool_choice ('auto', 'none', 'required'; "
+        "None leaves the server's default).",
+    )
     llm_bench_budget_s: float = Field(
         default=120.0,
         ge=0,

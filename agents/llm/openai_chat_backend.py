@@ -108,10 +108,17 @@ class OpenAIChatBackend:
 
     kind = BackendKind.OPENAI_CHAT
 
-    def __init__(self, options: ClientOptions) -> None:
+    def __init__(self, options: ClientOptions, tool_choice: str | None = None) -> None:
         self.model = options.model
         self.temperature = options.temperature
+        # None: the server's default; 'auto', 'none', 'required', or one tool's name (forced).
+        self.tool_choice = tool_choice
         self._client = openai.OpenAI(**options.sdk_kwargs())
+
+    def _tool_choice(self) -> object | None:
+        if self.tool_choice in (None, "auto", "none", "required"):
+            return self.tool_choice
+        return {"type": "function", "function": {"name": self.tool_choice}}
 
     def respond(
         self, conversation: Conversation, tools: list[ToolSpec], max_output_tokens: int
@@ -119,6 +126,8 @@ class OpenAIChatBackend:
         options: dict[str, Any] = {}
         if self.temperature is not None:
             options["temperature"] = self.temperature
+        if self.tool_choice is not None:
+            options["tool_choice"] = self._tool_choice()
         try:
             completion = self._client.chat.completions.create(
                 model=self.model,

@@ -78,3 +78,39 @@ def test_history_becomes_chat_messages_with_paired_tool_results() -> None:
         "arguments": '{"pattern": "x"}',
     }
     assert messages[3] == {"role": "tool", "tool_call_id": "a", "content": "hit"}
+
+
+def test_a_forced_tool_travels_as_the_servers_tool_choice() -> None:
+    import json
+
+    import httpx2
+
+    from agents.llm.conversation import ClientOptions
+    from agents.llm.openai_chat_backend import OpenAIChatBackend
+    from agents.tools import TOOL_SPECS
+
+    bodies: list[dict[str, object]] = []
+
+    def handle(request: httpx2.Request) -> httpx2.Response:
+        bodies.append(json.loads(request.content))
+        choice = {"index": 0, "message": {"role": "assistant", "content": "ok"}}
+        return httpx2.Response(
+            200,
+            json={"id": "c", "object": "chat.completion", "created": 0, "model": "m",
+                  "choices": [{**choice, "finish_reason": "stop"}]},
+        )  # fmt: skip
+
+    options = ClientOptions(
+        model="m",
+        api_key="k",
+        http_client=httpx2.Client(transport=httpx2.MockTransport(handle)),
+        base_url="http://127.0.0.1:9/v1",
+    )
+    history = Conversation(system="s", items=[UserText(text="t")])
+    for forced, expected in (
+        (None, None),
+        ("auto", "auto"),
+        ("list_files", {"type": "function", "function": {"name": "list_files"}}),
+    ):
+        OpenAIChatBackend(options, tool_choice=forced).respond(history, TOOL_SPECS, 64)
+        assert bodies[-1].get("tool_choice") == expected

@@ -165,3 +165,18 @@ def test_device_qualified_and_noise_floor_calibrated_once(run_dir: Path) -> None
     assert report.noise_floor == floor and report.device_peaks["copy_bytes_per_s"] > 0
     judged = [c for c in state.candidates.values() if c.verdict_stage == "sweep" and c.parent_sha]
     assert judged and all(c.details["noise_floor"] == floor for c in judged)
+
+
+@pytest.mark.parametrize("command", ["status", "ledger show"])
+def test_output_into_a_closed_pipe_ends_quietly(run_dir: Path, command: str) -> None:
+    root = Path(__file__).resolve().parents[2]
+    # The reader exits before the command writes (`ratchet status | head` once head is done).
+    script = (
+        f"{sys.executable} -m orchestrator.cli {command} --run-dir {run_dir} | true; "
+        'echo "exit ${PIPESTATUS[0]}"'
+    )
+    done = subprocess.run(
+        ["bash", "-c", script], capture_output=True, text=True, cwd=root, timeout=120
+    )
+    assert done.stdout.strip() == "exit 0", done.stderr
+    assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr, done.stderr
