@@ -40,6 +40,7 @@ def hold_run_dir(root: Path) -> Iterator[None]:
     process dies, kill -9 included, so it is never stale); a second run is refused."""
     if root.exists() and not root.is_dir():
         raise RunDirError(f"--run-dir {root} is a file, not a directory; pass a directory")
+    created = not root.exists()
     root.mkdir(parents=True, exist_ok=True)
     lock = root / RUN_LOCK
     fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
@@ -59,6 +60,11 @@ def hold_run_dir(root: Path) -> Iterator[None]:
         yield
     finally:
         os.close(fd)  # closing the descriptor releases the lock
+        if created and [p.name for p in root.iterdir()] == [RUN_LOCK]:
+            # A run refused before it wrote anything leaves no trace (bad input writes nothing).
+            with contextlib.suppress(OSError):
+                lock.unlink()
+                root.rmdir()
 
 
 def _seed_only(repo_path: Path) -> bool:

@@ -184,3 +184,27 @@ def test_weight_caches_follow_new_weights(track3_seed: ModuleType, name: str, va
     # And back again: the caches are rebuilt once more.
     model.load_state_dict(first.state_dict(), strict=True)
     assert torch.equal(call(model, inputs), before)
+
+
+@pytest.mark.parametrize(
+    "tunables",
+    [{}, {"qkv_projection": "packed", "matmul_precision": "fp16", "causal_mask": "cached"}],
+    ids=["reference", "derived-weights"],
+)
+def test_built_and_called_under_inference_mode_and_new_weights_are_seen(
+    track3_seed: ModuleType, tunables: dict[str, str]
+) -> None:
+    # Inference tensors keep no version counter: the derived-weight caches must not need one,
+    # and loading new weights must still reach the derived copies.
+    cfg = CONFIGS["cpu-2"]
+    x, mask = generate_inputs(cfg, 1234, 0.25, 1.0, "cpu")
+    with torch.inference_mode():
+        first, second = (build_reference_model(cfg, "cpu", seed=seed) for seed in (1234, 99))
+        model = candidate(track3_seed, "cpu-2", first, tunables)
+        out_first = model(x, valid_token_mask=mask)
+        model.load_state_dict(second.state_dict(), strict=True)
+        out_second = model(x, valid_token_mask=mask)
+        fresh = candidate(track3_seed, "cpu-2", second, tunables)(x, valid_token_mask=mask)
+        want = first(x, valid_token_mask=mask)
+    assert count_failures(out_first, want, TOL)[0] == 0
+    assert torch.equal(out_second, fresh), "the second weights reached the derived copies"

@@ -159,15 +159,26 @@ class OptimizedTransformer(nn.Module):
         key = (*weight_key(*params), FUSED_OPERANDS)
         return self._fused.get(key, lambda: fused_packs(self, FUSED_OPERANDS))
 
-    def load_state_dict(self, *args: Any, **kwargs: Any) -> Any:
-        self._graphs.clear()  # captured graphs hold derived weights of the old state
+    def _forget_derived(self) -> None:
+        """Drop captured graphs, compiled code and every derived-weight cache: after new
+        weights they are stale (inference tensors carry no version that would show it)."""
+        self._graphs.clear()
         self._compiled = None
-        return super().load_state_dict(*args, **kwargs)
+        for module in self.modules():
+            for name in ("_weights", "_fused"):
+                cache = getattr(module, name, None)
+                if isinstance(cache, DerivedCache):
+                    cache.key = None
+
+    def load_state_dict(self, *args: Any, **kwargs: Any) -> Any:
+        result = super().load_state_dict(*args, **kwargs)
+        self._forget_derived()
+        return result
 
     def _apply(self, *args: Any, **kwargs: Any) -> Any:
-        self._graphs.clear()  # .to() / .half() move the tensors a graph points at
-        self._compiled = None
-        return super()._apply(*args, **kwargs)
+        result = super()._apply(*args, **kwargs)  # .to() / .half() move what graphs point at
+        self._forget_derived()
+        return result
 
     def _eager(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
         if self.tunables["fused_kernel"] == "triton" and fused_fits(self, x):

@@ -36,4 +36,11 @@ class DerivedCache:
 
 
 def weight_key(*tensors: torch.Tensor) -> tuple[object, ...]:
-    return tuple((t.data_ptr(), t._version, t.dtype, str(t.device)) for t in tensors)
+    """Identity and version of each tensor: derived tensors are rebuilt when any changes.
+    Inference tensors (made under torch.inference_mode()) keep no version counter; theirs is
+    -1, so an in-place update of one in inference mode is not seen (load_state_dict and .to()
+    clear the caches whatever the mode)."""
+    return tuple(
+        (t.data_ptr(), -1 if t.is_inference() else t._version, t.dtype, str(t.device))
+        for t in tensors
+    )
