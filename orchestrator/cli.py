@@ -7,6 +7,7 @@ import json
 import os
 import sys
 from collections.abc import Callable, Sequence
+from importlib import metadata
 from pathlib import Path
 
 from orchestrator import service
@@ -26,15 +27,28 @@ def _run_dir_flag(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _version() -> str:
+    try:
+        return metadata.version("ratchet")
+    except metadata.PackageNotFoundError:
+        return "unknown (not installed)"
+
+
 def _build_parser() -> argparse.ArgumentParser:
+    # No abbreviations: `run --config F` once silently meant `--configs F`.
     parser = argparse.ArgumentParser(
-        prog="ratchet", description="Autonomous evolutionary kernel search."
+        prog="ratchet", description="Autonomous evolutionary kernel search.", allow_abbrev=False
     )
+    parser.add_argument("--version", action="version", version=f"ratchet {_version()}")
     parser.add_argument("--config", type=Path, default=None, help="settings file (TOML)")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    run = sub.add_parser("run", help="search: expand, judge, promote until a budget ends")
+    run = sub.add_parser(
+        "run", allow_abbrev=False, help="search: expand, judge, promote until a budget ends"
+    )
     _run_dir_flag(run)
+    # Also after the subcommand; SUPPRESS keeps a top-level --config when this one is absent.
+    run.add_argument("--config", type=Path, default=argparse.SUPPRESS, help="settings file (TOML)")
     run.add_argument(
         "--workload", default=None, help="track3 (default), softmax, or module:factory"
     )
@@ -54,27 +68,35 @@ def _build_parser() -> argparse.ArgumentParser:
     run.add_argument("--llm-model", default=None, help="model name (default per expander)")
     run.add_argument("--seed", type=int, default=None, help="seed of the search's choices")
 
-    inject = sub.add_parser("inject", help="steer a run (works while it is going)")
+    inject = sub.add_parser(
+        "inject", allow_abbrev=False, help="steer a run (works while it is going)"
+    )
     inject.add_argument("kind", choices=[k.value for k in MessageKind], type=str.upper)
     inject.add_argument("text", help="the message")
     _run_dir_flag(inject)
     inject.add_argument("--author", default=None, help="credited author (default: your user name)")
 
-    status = sub.add_parser("status", help="where a run stands")
+    status = sub.add_parser("status", allow_abbrev=False, help="where a run stands")
     _run_dir_flag(status)
     status.add_argument("--json", action="store_true", help="machine-readable output")
 
-    checkout = sub.add_parser("checkout", help="a candidate's exact source tree")
+    checkout = sub.add_parser(
+        "checkout", allow_abbrev=False, help="a candidate's exact source tree"
+    )
     checkout.add_argument("sha", help="commit sha or unique prefix")
     _run_dir_flag(checkout)
     checkout.add_argument("--into", type=Path, default=None, help="target directory")
 
-    export = sub.add_parser("export", help="write a standalone submission and its manifest")
+    export = sub.add_parser(
+        "export", allow_abbrev=False, help="write a standalone submission and its manifest"
+    )
     _run_dir_flag(export)
     export.add_argument("--sha", default=None, help="candidate (default: the frontier)")
     export.add_argument("--out", type=Path, required=True, help="output directory")
 
-    judge = sub.add_parser("judge", help="the full judge on a standalone module or package")
+    judge = sub.add_parser(
+        "judge", allow_abbrev=False, help="the full judge on a standalone module or package"
+    )
     judge.add_argument(
         "file",
         type=Path,
@@ -87,7 +109,7 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     judge.add_argument("--json", action="store_true", help="machine-readable output")
 
-    ledger = sub.add_parser("ledger", help="inspect the hash-chained ledger")
+    ledger = sub.add_parser("ledger", allow_abbrev=False, help="inspect the hash-chained ledger")
     ledger.add_argument("action", choices=["verify", "show"])
     _run_dir_flag(ledger)
     ledger.add_argument("--limit", type=int, default=None, help="show only the last N entries")

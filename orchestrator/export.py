@@ -107,13 +107,35 @@ def _sweep_for(ledger: Ledger, sha: str) -> EvaluationSummary | None:
     return found
 
 
+def check_measured_tree(repo: git.Repo, sha: str, tree_sha: str) -> None:
+    """Refuse when git no longer gives, for this commit, the tree the ledger measured (a
+    `git replace`, a rewritten or pruned repository): only measured code is shipped."""
+    try:
+        got = str(repo.git.rev_parse(f"{sha}^{{tree}}"))
+    except git.GitCommandError:
+        raise ExportError(
+            f"commit {sha[:12]} is no longer in the run's repository (a deleted branch and a "
+            f"git gc?); the ledger measured tree {tree_sha[:12]}, which git cannot give back. "
+            "Nothing was written"
+        ) from None
+    if got != tree_sha:
+        raise ExportError(
+            f"git gives tree {got[:12]} for commit {sha[:12]}, but the ledger measured tree "
+            f"{tree_sha[:12]} (a `git replace` or a rewritten repository?): refusing to ship "
+            "code that was never measured. Nothing was written"
+        )
+
+
 def checkout_candidate(run_dir: Path, ledger: Ledger, prefix: str, into: Path | None) -> Path:
     """A git worktree of the candidate's exact commit, with its environment fingerprint beside."""
     paths = RunPaths(run_dir.resolve())
     repo = open_repository(paths)
     state = derive_state(ledger)
     sha = resolve_sha(repo, list(state.candidates), prefix)
+    check_measured_tree(repo, sha, state.candidates[sha].tree_sha)
     target = (into or paths.root / "checkouts" / sha[:12]).resolve()
+    if target.exists() and not target.is_dir():
+        raise ExportError(f"--into {target} is a file; pass a directory (new or empty)")
     if target.exists() and any(target.iterdir()):
         raise ExportError(f"{target} exists and is not empty; choose another --into")
     if target.exists():
@@ -204,6 +226,8 @@ def export_candidate(
 ) -> ExportManifest:
     """Write the submission (standalone: torch/triton only; submission.py, or a submission/
     package when the tree cannot be bundled) and manifest.json into `out`."""
+    if out.exists() and not out.is_dir():
+        raise ExportError(f"--out {out} is a file; pass a directory (new or empty)")
     if out.exists() and any(out.iterdir()):
         raise ExportError(f"{out} exists and is not empty; choose another --out")
     repo = open_repository(RunPaths(run_dir.resolve()))
@@ -214,6 +238,7 @@ def export_candidate(
             f"candidate {cand.sha[:10]} was judged {cand.verdict}: it has no full-sweep result "
             "to ship; export the frontier or another candidate that passed the sweep"
         )
+    check_measured_tree(repo, cand.sha, cand.tree_sha)
     submission = build_submission(read_sources(repo, cand.sha), workload)
     sweep = _sweep_for(ledger, cand.sha)
     fingerprint: dict[str, Any] = {}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import math
 import re
 from collections.abc import Collection
 
@@ -58,6 +59,8 @@ def _priority(text: str, ctx: MessageContext) -> dict[str, object]:
             raise MessageError(f"PRIORITY item {item!r} is malformed")
         target, name, raw = match.groups()
         value = float(raw)
+        if not math.isfinite(value):
+            raise MessageError(f"PRIORITY value {raw!r} is not a finite number")
         if target == "idea":
             if name not in ctx.idea_ids:
                 raise MessageError(f"PRIORITY names unknown idea {name!r}; known: {ctx.idea_ids}")
@@ -118,6 +121,13 @@ def parse_message(kind: str, text: str, author: str, ctx: MessageContext) -> Mes
         known = ", ".join(k.value for k in MessageKind)
         raise MessageError(f"unknown message kind {kind!r}; expected one of {known}") from None
     text = text.strip()
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # undecodable bytes reach argv as lone surrogates
+        shown = text.encode("utf-8", "replace")[:60]
+        raise MessageError(
+            f"{message_kind} text is not valid UTF-8 ({shown!r}); pass the text in UTF-8"
+        ) from None
     if not text or len(text) > MAX_TEXT:
         raise MessageError(f"{message_kind} text must be 1..{MAX_TEXT} characters, got {len(text)}")
     try:

@@ -85,3 +85,16 @@ def test_static_rejection_and_bad_input(tmp_path: Path, capsys: pytest.CaptureFi
     assert "not a file" in capsys.readouterr().err
     assert cli.main(["judge", str(module), "--device", "cpu", "--configs", "nope"]) == 2
     assert "unknown configs" in capsys.readouterr().err
+
+
+def test_version_and_no_abbreviated_flags(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        cli.main(["--version"])
+    assert info.value.code == 0 and capsys.readouterr().out.startswith("ratchet ")
+    # `--max-cand` once meant --max-candidates and `run --config` meant --configs.
+    with pytest.raises(SystemExit) as info:
+        cli.main(["run", "--max-cand", "3"])
+    assert info.value.code == 2 and "unrecognized arguments: --max-cand" in capsys.readouterr().err
+    missing = "/nonexistent/ratchet.toml"
+    assert cli.main(["run", "--config", missing, "--run-dir", "/nonexistent/run"]) == 2
+    assert f"config file {missing} does not exist" in capsys.readouterr().err

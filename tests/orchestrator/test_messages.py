@@ -57,6 +57,9 @@ def test_redirect_configs_parent_and_reset() -> None:
         ("REDIRECT", "parent=abc", "matches 2"),
         ("REDIRECT", "steps=2", "configs=... or parent="),
         ("REDIRECT", "configs=s1 steps=0", "positive integer"),
+        ("PRIORITY", "config:s1=1e999", "not a finite number"),
+        ("PRIORITY", "idea:reuse-exp=1e999", "not a finite number"),
+        ("IDEA", "fuse \udcff the rows", "not valid UTF-8"),
     ],
 )
 def test_bad_messages_are_refused_with_the_expected_format(

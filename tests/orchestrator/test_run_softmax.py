@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +15,7 @@ from harness.models import Outcome
 from kernels.workload import TrialSpec
 from ledger import Ledger
 from orchestrator import cli, service
+from orchestrator.export import ExportError
 from orchestrator.state import derive_state
 from search import Verdict
 from tests.judging import gate_module
@@ -180,3 +182,37 @@ def test_output_into_a_closed_pipe_ends_quietly(run_dir: Path, command: str) -> 
     )
     assert done.stdout.strip() == "exit 0", done.stderr
     assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr, done.stderr
+
+
+def test_export_and_checkout_refuse_a_tree_git_swapped_or_lost(
+    run_dir: Path, tmp_path: Path
+) -> None:
+    copy = tmp_path / "run"
+    shutil.copytree(run_dir, copy)  # the module's run dir stays as it was
+    # The copy must not share the original's worktrees (their HEADs keep commits alive).
+    shutil.rmtree(copy / "repo" / ".git" / "worktrees", ignore_errors=True)
+    repo = git.Repo(copy / "repo")
+    with Ledger.open_path(copy / "ledger.sqlite", create=False) as ledger:
+        frontier = derive_state(ledger).frontier_sha
+    assert frontier is not None
+    # Other code put in the frontier's place with `git replace` (a root commit of its own).
+    repo.git.checkout("--orphan", "swap")
+    (copy / "repo" / "candidate.py").write_text("# never measured\n")
+    repo.git.add("-A")
+    repo.git.commit("-m", "swapped")
+    other = repo.head.commit.hexsha
+    repo.git.replace(frontier, other)
+    with pytest.raises(ExportError, match="never measured"):
+        service.export(copy, None, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+    with pytest.raises(ExportError, match="never measured"):
+        service.checkout(copy, frontier[:10], tmp_path / "co")
+    # The commit gone altogether (its branches deleted, then gc): a clean error.
+    repo.git.replace("-d", frontier)
+    for head in list(repo.heads):
+        if head.name != "swap" and repo.is_ancestor(frontier, head.commit.hexsha):
+            repo.delete_head(head, force=True)
+    repo.git.reflog("expire", "--expire=now", "--all")
+    repo.git.gc("--prune=now", "--quiet")
+    with pytest.raises(ExportError, match="no longer in the run's repository"):
+        service.export(copy, None, tmp_path / "out2")
