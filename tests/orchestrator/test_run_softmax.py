@@ -210,7 +210,7 @@ def test_export_and_checkout_refuse_a_tree_git_swapped_or_lost(
     # The commit gone altogether (its branches deleted, then gc): a clean error.
     repo.git.replace("-d", frontier)
     for head in list(repo.heads):
-        if head.name != "swap" and repo.is_ancestor(frontier, head.commit.hexsha):
+        if head.name != "swap" and repo.is_ancestor(repo.commit(frontier), head.commit):
             repo.delete_head(head, force=True)
     repo.git.reflog("expire", "--expire=now", "--all")
     repo.git.gc("--prune=now", "--quiet")
