@@ -22,6 +22,19 @@ SEED = "a" * 40
 EVAL = EventKind.EVALUATION
 
 
+def started(step: int) -> StepStarted:
+    """Step `step` on the seed with the idea 'fuse'."""
+    return StepStarted(
+        step=step,
+        parent_sha=SEED,
+        idea_id="fuse",
+        parent_theta=0.5,
+        idea_theta=0.5,
+        idea_forced=False,
+        parent_forced=False,
+    )
+
+
 def _ledger(tmp_path: Path, outcomes: list[ExpansionOutcome]) -> SearchState:
     with Ledger.open_path(tmp_path / "ledger.sqlite") as ledger:
         ledger.append(
@@ -59,15 +72,6 @@ def _ledger(tmp_path: Path, outcomes: list[ExpansionOutcome]) -> SearchState:
             )
             ledger.append(registered.to_event(EventKind.IDEA_REGISTERED))
         for step, outcome in enumerate(outcomes, 1):
-            started = StepStarted(
-                step=step,
-                parent_sha=SEED,
-                idea_id="fuse",
-                parent_theta=0.5,
-                idea_theta=0.5,
-                idea_forced=False,
-                parent_forced=False,
-            )
             failed = ExpansionFailed(
                 step=step,
                 parent_sha=SEED,
@@ -78,7 +82,7 @@ def _ledger(tmp_path: Path, outcomes: list[ExpansionOutcome]) -> SearchState:
             )
             ledger.append_many(
                 [
-                    started.to_event(EventKind.STEP_STARTED),
+                    started(step).to_event(EventKind.STEP_STARTED),
                     failed.to_event(EventKind.EXPANSION_FAILED),
                 ]
             )
@@ -142,16 +146,7 @@ def test_a_tainted_sweep_is_measured_again_and_its_verdict_never_scored(tmp_path
     child = "c" * 40
     state = _ledger(tmp_path, [])
     with Ledger.open_path(tmp_path / "ledger.sqlite") as ledger:
-        started = StepStarted(
-            step=1,
-            parent_sha=SEED,
-            idea_id="fuse",
-            parent_theta=0.5,
-            idea_theta=0.5,
-            idea_forced=False,
-            parent_forced=False,
-        )
-        ledger.append(started.to_event(EventKind.STEP_STARTED))
+        ledger.append(started(1).to_event(EventKind.STEP_STARTED))
         ledger.append(
             CandidateRecord(
                 sha=child,
@@ -192,16 +187,7 @@ def test_a_tainted_sweep_is_measured_again_and_its_verdict_never_scored(tmp_path
 def test_a_provider_error_with_retries_left_keeps_the_step_open(tmp_path: Path) -> None:
     state = _ledger(tmp_path, [])
     with Ledger.open_path(tmp_path / "ledger.sqlite") as ledger:
-        started = StepStarted(
-            step=1,
-            parent_sha=SEED,
-            idea_id="fuse",
-            parent_theta=0.5,
-            idea_theta=0.5,
-            idea_forced=False,
-            parent_forced=False,
-        )
-        ledger.append(started.to_event(EventKind.STEP_STARTED))
+        ledger.append(started(1).to_event(EventKind.STEP_STARTED))
         for retries_left in (1, 0):
             failed = ExpansionFailed(
                 step=1,
