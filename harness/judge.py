@@ -28,6 +28,7 @@ from harness.contention import (
 )
 from harness.gate import inputs_unchanged
 from harness.models import (
+    PROGRESS_PREFIX,
     ArmKind,
     ArmSpec,
     ConfigResult,
@@ -62,6 +63,24 @@ class EvaluationFailure(Exception):
 
 def _tail() -> str:
     return traceback.format_exc()[-3000:]
+
+
+def say(text: str) -> None:
+    """A progress line for the launcher (the log's PROGRESS_PREFIX lines)."""
+    print(PROGRESS_PREFIX + text, flush=True)
+
+
+def describe_failure(trial: TrialResult) -> str:
+    """What went wrong in one trial, never an empty cause."""
+    reason = trial.reason.value if trial.reason else "wrong_output"
+    where = f"trial seed {trial.trial.seed} ({trial.phase})"
+    if trial.problem:
+        return f"{reason}: {trial.problem} [{where}]"
+    error = f", largest |out - ref| {trial.max_abs_error:.3g}" if trial.max_abs_error else ""
+    return (
+        f"{reason}: {trial.failed_elements} of {trial.total_elements} output elements outside "
+        f"the tolerance{error} [{where}]"
+    )
 
 
 def reject(reason: RejectReason, message: str) -> EvaluationFailure:
@@ -147,8 +166,7 @@ class Judge:
         if failing:
             bad = [c.config_id for c in self.configs if not c.correct]
             first = failing[0]
-            detail = f"{first.reason}: {first.problem or ''}".strip()
-            message = f"failed correctness on configs {bad}: {detail}"
+            message = f"failed correctness on configs {bad}: {describe_failure(first)}"
             raise EvaluationFailure(Outcome.INCORRECT, message, first.reason)
         timed = [c for c in self.configs if c.config_id not in req.oracle_config_ids]
         if req.timing is None or len(req.arms) < 2 or not timed:
@@ -160,6 +178,8 @@ class Judge:
 
     def _check_config(self, config_id: str) -> ConfigResult:
         req = self.request
+        oracle = config_id in req.oracle_config_ids
+        say(f"config {config_id}: correctness" + (" (memory-bounded oracle)" if oracle else ""))
         config = self.workload.configs[config_id]
         reference = self.runtime.build_reference(config, req.device)
         judged = self._build(self._arm(req.judged_arm), config, reference)
@@ -214,7 +234,7 @@ class Judge:
     def _arm_plan(self, model: Any, config: Any, calls: int, per_call: bool) -> ArmPlan:
         plan = self.request.timing
         assert plan is not None
-        size = 1 if per_call else max(1, min(calls, plan.max_input_sets))
+        size = 1 if per_call else calls
         pool = InputPool(
             self.runtime, config, self.request.device, size, int(self.rng.integers(2**31))
         )
@@ -251,6 +271,7 @@ class Judge:
 
     def _time_config(self, result: ConfigResult) -> dict[str, list[float]]:
         req = self.request
+        say(f"config {result.config_id}: timing {len(req.arms)} arms")
         assert req.timing is not None
         config = self.workload.configs[result.config_id]
         reference = self.runtime.build_reference(config, req.device)
@@ -306,7 +327,9 @@ class Judge:
             per_call = cost >= plan.per_call_threshold_s * 1e9 and self.request.device.startswith(
                 "cuda"
             )
-            calls[name] = 1 if per_call else count
+            # Never more calls in a block than distinct input sets: a call that saw bytes an
+            # earlier call of the block saw would let a cache keyed on content hit.
+            calls[name] = 1 if per_call else min(count, plan.max_input_sets)
             plans[name] = self._arm_plan(model, config, calls[name], per_call)
         return plans, calls
 

@@ -8,6 +8,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from kernels.workload import TrialSpec
 
+# Lines of the judge's log that report progress (what it is doing, never a verdict).
+PROGRESS_PREFIX = "[ratchet-judge] "
+
 
 class Outcome(enum.StrEnum):
     """What happened to one evaluation (never an exception: exceptions are infrastructure)."""
@@ -43,6 +46,9 @@ class RejectReason(enum.StrEnum):
     BACKGROUND_THREAD = "background_thread"
     SIDE_STREAM_WORK = "side_stream_work"
     IMPLAUSIBLE_TIME = "implausible_time"
+    OUTLIVING_PROCESS = "outliving_process"  # a process it started outlived the evaluation
+    MEMORY_LIMIT = "memory_limit"  # its processes went over the judge's memory bound
+    HARNESS_SIGNALLED = "harness_signalled"  # the judge's supervisor was killed
 
 
 class EvaluationMode(enum.StrEnum):
@@ -119,7 +125,10 @@ class TimingPlan(BaseModel):
         default=3, ge=1, description="Timed calls of the judged arm whose output is re-checked."
     )
     max_input_sets: int = Field(
-        default=64, ge=2, description="Distinct input sets rotated through a batched block."
+        default=64,
+        ge=2,
+        description="Distinct input sets of a batched block, and so its most calls: every "
+        "call of a block sees inputs no other call of it saw.",
     )
 
 

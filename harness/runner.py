@@ -3,17 +3,27 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import secrets
 import signal
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from harness.lock import DeviceLock
-from harness.models import EvaluationRequest, EvaluationResult, Outcome
+from harness.models import (
+    PROGRESS_PREFIX,
+    EvaluationRequest,
+    EvaluationResult,
+    Outcome,
+    RejectReason,
+)
+from harness.supervisor import SupervisorReport
 
 # Variables a judge may see; everything else (API keys, credentials, tokens) is dropped.
 PASSED_VARIABLES = ("PATH", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")
@@ -37,6 +47,17 @@ class RunnerSettings(BaseModel):
         default=False,
         description="Run Triton kernels through Triton's interpreter (CPU checks of kernels).",
     )
+    memory_limit_bytes: int = Field(
+        default_factory=lambda: default_memory_limit(),
+        ge=0,
+        description="Resident memory the judge's processes may use together before the judge "
+        "is killed and the candidate rejected (0: unbounded). Default: half the host's memory.",
+    )
+
+
+def default_memory_limit() -> int:
+    """Half the host's physical memory: a judge may not take the machine down with it."""
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2
 
 
 def judge_environment(
@@ -114,6 +135,12 @@ def read_result(
         return _failure(
             request, Outcome.NO_RESULT, "judge result has the wrong nonce or id: forged or stale"
         )
+    if exit_code != 0 and result.outcome is not Outcome.PASSED:
+        # The verdict was already a refusal (e.g. a thread left running, which may then abort
+        # the interpreter at exit): keep its own reason.
+        return result.model_copy(
+            update={"message": f"{result.message} (then the judge exited with code {exit_code})"}
+        )
     if exit_code != 0:
         return _failure(
             request,
@@ -123,11 +150,128 @@ def read_result(
     return result
 
 
+def _read_report(fd: int) -> tuple[int | None, SupervisorReport | None]:
+    """(judge pid, final report) from what the supervisor wrote; None where it never did."""
+    os.set_blocking(fd, False)
+    chunks = []
+    with contextlib.suppress(BlockingIOError, OSError):
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+    os.close(fd)
+    judge_pid, report = None, None
+    for line in b"".join(chunks).decode(errors="replace").splitlines():
+        if line.startswith("started "):
+            judge_pid = int(line.split()[1])
+        elif line.startswith("{"):
+            with contextlib.suppress(ValueError, TypeError):
+                report = SupervisorReport(**json.loads(line))
+    return judge_pid, report
+
+
+def _supervised_outcome(
+    request: EvaluationRequest, report: SupervisorReport | None, settings: RunnerSettings
+) -> EvaluationResult | None:
+    """The candidate's fault the supervisor saw (None: nothing, read the judge's result)."""
+    if report is None:
+        return _reject(
+            request,
+            RejectReason.HARNESS_SIGNALLED,
+            "the judge's supervisor was killed before it reported: candidates may not signal "
+            "the processes that judge them",
+        )
+    if report.memory_exceeded:
+        limit = settings.memory_limit_bytes / 2**30
+        return _reject(
+            request,
+            RejectReason.MEMORY_LIMIT,
+            f"the judge's processes used more than {limit:.1f} GiB of resident memory and "
+            "were killed; lower the candidate's memory use (the bound is the runner's "
+            "memory_limit_bytes)",
+        )
+    if report.outlived:
+        return _reject(
+            request,
+            RejectReason.OUTLIVING_PROCESS,
+            "processes outlived the evaluation and were killed (a candidate may not start "
+            f"processes): {'; '.join(report.outlived)}",
+        )
+    return None
+
+
+def _reject(request: EvaluationRequest, reason: RejectReason, message: str) -> EvaluationResult:
+    return EvaluationResult(
+        evaluation_id=request.evaluation_id,
+        nonce="",
+        outcome=Outcome.REJECTED,
+        message=message,
+        reason=reason,
+    )
+
+
+def _stop(proc: subprocess.Popen[bytes], judge_pid: int | None) -> None:
+    """Ask the supervisor to take the judge's tree down; force it if it does not."""
+    with contextlib.suppress(ProcessLookupError):
+        proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc.pid)
+        proc.wait()
+    if judge_pid is not None:
+        _kill_group(judge_pid)
+
+
+def _supervised_command(
+    settings: RunnerSettings, work_dir: Path, fds: tuple[int, int]
+) -> list[str]:
+    python, (report_fd, lock_fd) = settings.python, fds
+    request, result = str(work_dir / "request.json"), str(work_dir / "result.json")
+    return [
+        *(python, "-m", "harness.supervisor", str(os.getpid()), str(report_fd)),
+        *(str(settings.memory_limit_bytes), str(lock_fd), "--"),
+        *(python, "-m", "harness.worker", request, result),
+    ]
+
+
+def _wait(
+    proc: subprocess.Popen[bytes],
+    timeout_s: float,
+    log_path: Path,
+    progress: Callable[[str], None] | None,
+) -> None:
+    """Wait for the supervisor, passing the judge's progress lines on as they appear."""
+    if progress is None:
+        proc.wait(timeout=timeout_s)
+        return
+    deadline, offset = time.monotonic() + timeout_s, 0
+    while True:
+        try:
+            proc.wait(timeout=min(0.5, max(0.01, deadline - time.monotonic())))
+            done = True
+        except subprocess.TimeoutExpired:
+            done = False
+        with contextlib.suppress(OSError), open(log_path, "rb") as log:
+            log.seek(offset)
+            chunk = log.read()
+        complete = chunk[: chunk.rfind(b"\n") + 1]
+        offset += len(complete)
+        for line in complete.decode(errors="replace").splitlines():
+            if line.startswith(PROGRESS_PREFIX):
+                progress(line[len(PROGRESS_PREFIX) :].strip())
+        if done:
+            return
+        if time.monotonic() >= deadline:
+            raise subprocess.TimeoutExpired(proc.args, timeout_s)
+
+
 def run_evaluation(
-    request: EvaluationRequest, work_dir: Path, settings: RunnerSettings
+    request: EvaluationRequest,
+    work_dir: Path,
+    settings: RunnerSettings,
+    progress: Callable[[str], None] | None = None,
 ) -> EvaluationResult:
-    """Run one evaluation in a fresh subprocess holding the device lock; never raises for
-    anything the candidate does."""
+    """Run one evaluation in a fresh supervised subprocess holding the device lock; never
+    raises for anything the candidate does. `progress` receives the judge's progress lines."""
     work_dir.mkdir(parents=True, exist_ok=True)
     (work_dir / "tmp").mkdir(exist_ok=True)
     request_path, result_path = work_dir / "request.json", work_dir / "result.json"
@@ -138,40 +282,44 @@ def run_evaluation(
         request = request.model_copy(update={"deadline_s": settings.timeout_s + 30})
     request_path.write_text(request.model_dump_json(indent=2), encoding="utf-8")
     nonce = secrets.token_hex(16)
-    command = [settings.python, "-m", "harness.worker", str(request_path), str(result_path)]
     with DeviceLock(settings.lock_dir, request.device) as lock:
         lock.acquire(settings.lock_timeout_s)
+        report_r, report_w = os.pipe()
         with open(log_path, "wb") as log:
-            proc = subprocess.Popen(
-                command,
-                stdin=subprocess.PIPE,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                cwd=work_dir,
-                env=_environment(work_dir, settings),
-                start_new_session=True,
-                pass_fds=(lock.fd,),
-            )
+            try:
+                proc = subprocess.Popen(
+                    _supervised_command(settings, work_dir, (report_w, lock.fd)),
+                    stdin=subprocess.PIPE,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    cwd=work_dir,
+                    env=_environment(work_dir, settings),
+                    start_new_session=True,
+                    pass_fds=(lock.fd, report_w),
+                )
+            finally:
+                os.close(report_w)
             try:
                 assert proc.stdin is not None
                 proc.stdin.write(nonce.encode() + b"\n")
                 proc.stdin.close()
-                exit_code = proc.wait(timeout=settings.timeout_s)
+                _wait(proc, settings.timeout_s, log_path, progress)
             except subprocess.TimeoutExpired:
-                _kill_group(proc.pid)
-                proc.wait()
+                _stop(proc, _read_report(report_r)[0])
                 return _failure(
                     request,
                     Outcome.TIMEOUT,
                     f"judge exceeded {settings.timeout_s:.0f} s and was killed "
-                    f"with its process group; log tail:\n{_log_tail(log_path)}",
+                    f"with its processes; log tail:\n{_log_tail(log_path)}",
                 )
             except BaseException:
-                _kill_group(proc.pid)
-                proc.wait()
+                _stop(proc, _read_report(report_r)[0])
                 raise
-            finally:
-                # Anything the candidate left running (threads die with the process; forked
-                # children do not) goes with the group before the lock is released.
-                _kill_group(proc.pid)
+            judge_pid, report = _read_report(report_r)
+            _stop(proc, judge_pid)
+    refused = _supervised_outcome(request, report, settings)
+    if refused is not None:
+        return refused
+    assert report is not None
+    exit_code = report.exit_code if report.exit_code is not None else -(report.signal or 9)
     return read_result(request, result_path, nonce, exit_code, log_path)

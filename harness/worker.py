@@ -152,6 +152,7 @@ def run_profile(request: EvaluationRequest, ctx: RunContext) -> EvaluationResult
 def main(argv: list[str]) -> int:
     """Entry point: `python -m harness.worker REQUEST.json RESULT.json`, nonce on stdin."""
     ctx = RunContext(clock=time.perf_counter_ns, started_ns=time.perf_counter_ns())
+    exit_now = os._exit  # captured before any candidate code could replace it
     nonce = sys.stdin.readline().strip()
     if len(argv) != 2:
         print("usage: python -m harness.worker REQUEST.json RESULT.json", file=sys.stderr)
@@ -165,6 +166,11 @@ def main(argv: list[str]) -> int:
         writer.write(run_profile(request, ctx))
     else:
         writer.write(run_evaluate(request, ctx))
+    # No interpreter teardown with candidate code loaded: a thread it left running may abort
+    # the process at exit, after the verdict that already names it.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    exit_now(0)
     return 0
 
 

@@ -85,6 +85,29 @@ class IdeaSpec(BaseModel):
     )
 
 
+# Standard-library modules that compute and nothing else: no process, file, thread, network,
+# frame or code-object access (those stay refused, and their attributes too: static checks).
+HARMLESS_STDLIB: tuple[str, ...] = (
+    "__future__",
+    "abc",
+    "bisect",
+    "collections",
+    "contextlib",
+    "copy",
+    "dataclasses",
+    "enum",
+    "fractions",
+    "functools",
+    "heapq",
+    "itertools",
+    "math",
+    "numbers",
+    "operator",
+    "typing",
+    "warnings",
+)
+
+
 class StaticPolicy(BaseModel):
     """What the static checks enforce for candidates of a workload."""
 

@@ -6,7 +6,15 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from kernels.workload import Comparator, ConfigSet, StaticPolicy, Tolerance, TrialSpec, Workload
+from kernels.workload import (
+    HARMLESS_STDLIB,
+    Comparator,
+    ConfigSet,
+    StaticPolicy,
+    Tolerance,
+    TrialSpec,
+    Workload,
+)
 
 HERE = Path(__file__).resolve().parent
 
@@ -48,7 +56,7 @@ def softmax_workload() -> Workload:
         ideas_file=HERE / "ideas.json",
         static_policy=StaticPolicy(
             entry_point="OptimizedSoftmax",
-            allowed_imports=("torch", "triton", "math", "typing", "__future__"),
+            allowed_imports=("torch", "triton", *HARMLESS_STDLIB),
             shape_constants=tuple(sorted({v for c in CONFIGS.values() for v in (c.rows, c.cols)})),
         ),
         runtime_module="kernels.softmax.runtime",

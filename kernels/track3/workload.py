@@ -6,6 +6,7 @@ from pathlib import Path
 
 from kernels.track3.configs import CONFIGS, CPU_CONFIGS, OFFICIAL_CONFIGS
 from kernels.workload import (
+    HARMLESS_STDLIB,
     Comparator,
     ConfigSet,
     StaticPolicy,
@@ -60,7 +61,7 @@ def track3_workload() -> Workload:
         static_policy=StaticPolicy(
             entry_point="OptimizedTransformer",
             entry_aliases=("UserOptimizedTransformer",),
-            allowed_imports=("torch", "triton", "math", "typing", "__future__"),
+            allowed_imports=("torch", "triton", *HARMLESS_STDLIB),
             shape_constants=_shape_constants(),
         ),
         runtime_module="kernels.track3.runtime",

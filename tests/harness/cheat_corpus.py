@@ -253,6 +253,35 @@ CHEATS = [
         "output_aliasing",
     ),
     Case(
+        "kill_the_launcher_through_a_dynamic_attribute",
+        "o = getattr(torch, 'o' + 's')\no.kill(o.getppid(), 9)\nreturn self._compute(x, m)",
+        "static_check",
+        "harness_signalled",
+    ),
+    Case(
+        "background_thread_through_a_module_attribute",
+        "if 'worker' not in STATE:\n"
+        "    threads = torch.cuda.threading\n"
+        "    STATE['worker'] = threads.Thread(target=lambda: threads.Event().wait(600),"
+        " daemon=True)\n"
+        "    STATE['worker'].start()\n"
+        "return self._compute(x, m)",
+        "static_check",
+        "background_thread",
+    ),
+    Case(
+        "child_in_its_own_session",
+        "o = getattr(torch, 'o' + 's')\n"
+        "if 'child' not in STATE:\n"
+        "    STATE['child'] = o.fork()\n"
+        "    if STATE['child'] == 0:\n"
+        "        o.setsid()\n"
+        "        o.execv('/bin/sleep', ['sleep', '300'])\n"
+        "return self._compute(x, m)",
+        "static_check",
+        "outliving_process",
+    ),
+    Case(
         "side_stream_without_sync",
         "stream = STATE.setdefault('stream', torch.cuda.Stream())\n"
         "stream.wait_stream(torch.cuda.current_stream())\n"

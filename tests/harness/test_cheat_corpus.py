@@ -156,3 +156,24 @@ def test_gpu_cheats_are_rejected(case: Case, tmp_path: Path, runner: RunnerSetti
     result = run_evaluation(request, tmp_path / "work", runner)
     got = result.reason.value if result.reason else result.outcome.value
     assert got == case.runtime, result.message[-1500:]
+
+
+CONTENT_CACHE = Case(
+    "content_keyed_cache",
+    "key = (tuple(x.reshape(-1)[:4].tolist()), None if m is None else int(m.sum()))\n"
+    "if key not in STATE:\n    STATE[key] = self._compute(x, m)\nreturn STATE[key].clone()",
+    None,
+    None,
+)
+
+
+def test_a_content_keyed_cache_gains_no_speed(
+    tmp_path: Path, runner: RunnerSettings, peaks: DevicePeaks
+) -> None:
+    """Every call of a timed block sees bytes no earlier call saw, so a cache on content never
+    hits: the cheat is the reference's arithmetic plus a lookup, never faster."""
+    assert static_passes(CONTENT_CACHE)
+    result = judge(CONTENT_CACHE, tmp_path, runner, peaks)
+    assert result.outcome is Outcome.PASSED, result.message
+    ratio = result.aggregate("baseline")
+    assert ratio is not None and ratio.median < 1.25, ratio

@@ -130,7 +130,7 @@ time.sleep(300)
     assert not _alive(child), "a process the candidate started survived the timeout"
 
 
-def test_background_process_is_killed_after_a_passing_run(
+def test_a_process_left_running_after_a_passing_run_is_a_rejection(
     write_candidate: WriteCandidate, tmp_path: Path, runner_settings: RunnerSettings
 ) -> None:
     pid_file = tmp_path / "bg.pid"
@@ -142,8 +142,8 @@ if not os.path.exists({str(pid_file)!r}):
 return torch.softmax(x, dim=-1)
 """
     result = judge(write_candidate("bg", body), tmp_path, runner_settings, timing=False)
-    assert result.outcome is Outcome.PASSED
-    time.sleep(0.2)
+    assert result.outcome is Outcome.REJECTED, result.message
+    assert result.reason is RejectReason.OUTLIVING_PROCESS and "sleep 300" in result.message
     assert not _alive(int(pid_file.read_text()))
 
 

@@ -95,10 +95,43 @@ def test_unparseable_constraints_show_the_expected_form(text: str) -> None:
         ("torch.backends.cuda.matmul.allow_tf32 = False", Rule.MONKEYPATCH),
         ("setattr(torch, 'matmul', None)", Rule.MONKEYPATCH),
         ("del torch.nn", Rule.MONKEYPATCH),
+        # Dynamic attribute names reach what the plain form reaches.
+        ("o = getattr(torch, 'o' + 's')", Rule.FORBIDDEN_ATTRIBUTE),
+        ("n = 'os'\no = getattr(torch, n)", Rule.FORBIDDEN_ATTRIBUTE),
+        ("def f(m, n):\n    return getattr(m, n)", Rule.FORBIDDEN_ATTRIBUTE),
+        ("for n in ('sys', 'x'):\n    getattr(torch, n)", Rule.FORBIDDEN_ATTRIBUTE),
+        ("import operator\no = operator.attrgetter('o' + 's')(torch)", Rule.FORBIDDEN_ATTRIBUTE),
+        ("import operator\no = operator.attrgetter(str(1))(torch)", Rule.FORBIDDEN_ATTRIBUTE),
+        # Threads, processes and the interpreter through attributes of allowed modules.
+        ("torch.cuda.threading.Thread(target=print).start()", Rule.FORBIDDEN_ATTRIBUTE),
+        ("p = torch.multiprocessing.Process", Rule.FORBIDDEN_ATTRIBUTE),
+        ("import collections\ns = collections._sys", Rule.FORBIDDEN_ATTRIBUTE),
+        ("d = torch.__dict__", Rule.FORBIDDEN_ATTRIBUTE),
     ],
 )
 def test_escapes_and_monkeypatches_are_refused(snippet: str, rule: Rule) -> None:
     assert rule in rules(GOOD + "\n" + snippet + "\n")
+
+
+@pytest.mark.parametrize(
+    "snippet",
+    [
+        "w = getattr(torch, 'float16')",
+        "for n in ('_weights', '_fused'):\n    getattr(nn, n, None)",
+        "ok = hasattr(torch, 'compile')",
+        "import functools, itertools, dataclasses, enum, contextlib, collections, operator",
+        "import warnings\nfrom collections import OrderedDict\nfrom functools import lru_cache",
+    ],
+)
+def test_literal_attribute_names_and_the_harmless_standard_library_pass(snippet: str) -> None:
+    assert rules(GOOD + "\n" + snippet + "\n") == set()
+
+
+@pytest.mark.parametrize(
+    "module", ["os", "sys", "threading", "subprocess", "socket", "ctypes", "importlib", "io"]
+)
+def test_modules_that_reach_the_process_stay_refused(module: str) -> None:
+    assert rules(f"import {module}\n" + GOOD) == {Rule.FORBIDDEN_IMPORT}
 
 
 def test_attributes_of_our_own_objects_may_be_set() -> None:
