@@ -1,9 +1,12 @@
 """Append-only, hash-chained ledger of everything Ratchet does (SQLAlchemy + pydantic only)."""
 
+from ledger.anchor import AnchorFiles, ExpectedHead, JournalPolicy
 from ledger.chain import GENESIS_HASH, canonical_json, entry_hash
 from ledger.errors import (
     AppendOnlyViolation,
+    CorruptLedgerError,
     DuplicateRecordError,
+    JournalError,
     LedgerError,
     LedgerNotFoundError,
     NotALedgerError,
@@ -18,6 +21,7 @@ from ledger.records import (
     LedgerEntry,
     MeasurementRecord,
     MessageRecord,
+    ProblemKind,
     Record,
     RecordBase,
     Stored,
@@ -35,12 +39,17 @@ from ledger.store import Ledger
 __all__ = [
     "GENESIS_HASH",
     "SCHEMA_VERSION",
+    "AnchorFiles",
     "AppendOnlyViolation",
     "CandidateRecord",
+    "CorruptLedgerError",
     "DuplicateRecordError",
     "EntryKind",
     "EventRecord",
+    "ExpectedHead",
     "FingerprintRecord",
+    "JournalError",
+    "JournalPolicy",
     "Ledger",
     "LedgerEntry",
     "LedgerError",
@@ -48,6 +57,7 @@ __all__ = [
     "MeasurementRecord",
     "MessageRecord",
     "NotALedgerError",
+    "ProblemKind",
     "Record",
     "RecordBase",
     "SchemaVersionError",

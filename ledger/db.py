@@ -14,6 +14,7 @@ from sqlalchemy.exc import DatabaseError, OperationalError
 
 from ledger.errors import (
     AppendOnlyViolation,
+    CorruptLedgerError,
     LedgerError,
     LedgerNotFoundError,
     NotALedgerError,
@@ -30,13 +31,25 @@ from ledger.models import (
 )
 
 BUSY_TIMEOUT_MS: Final = 60_000
+# SQLite's result code for a damaged file (a corrupt page, a broken b-tree).
+SQLITE_CORRUPT: Final = 11
 # Execution option marking a connection whose transactions must hold the write lock from BEGIN.
 WRITE_OPTION: Final = "ratchet_ledger_write"
 
 
 def describe(url: URL) -> str:
-    """A URL as shown in error messages (password hidden)."""
-    return url.render_as_string(hide_password=True)
+    """Where the ledger is, as shown in messages: the file of a SQLite ledger, else the URL
+    with its password hidden."""
+    path = sqlite_file(url)
+    return str(path) if path is not None else url.render_as_string(hide_password=True)
+
+
+def driver_reason(exc: BaseException) -> str:
+    """The database's own one-line reason for an error, without SQLAlchemy's statement,
+    parameters and links (what a user can act on)."""
+    original = getattr(exc, "orig", None) or exc
+    text = str(original).strip().splitlines()
+    return text[0] if text else type(original).__name__
 
 
 def sqlite_file(url: URL) -> Path | None:
@@ -90,6 +103,9 @@ def _on_sqlite_connect(dbapi_connection: Any, _connection_record: Any) -> None:
         cursor.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         cursor.execute("PRAGMA foreign_keys = ON")
         cursor.execute("PRAGMA journal_mode = WAL")
+        # A commit is on disk before append() returns: the head journal, written after the
+        # commit, must never name a head the database could lose in a crash.
+        cursor.execute("PRAGMA synchronous = FULL")
     finally:
         cursor.close()
 
@@ -110,6 +126,22 @@ def _translate_error(context: ExceptionContext) -> BaseException | None:
             f"{original}; the ledger can only be appended to — record a new entry instead of "
             f"changing an old one (statement: {context.statement})"
         )
+    damage = _damage(original)
+    if damage is not None:
+        where = "the ledger" if context.engine is None else f"ledger {describe(context.engine.url)}"
+        return CorruptLedgerError(
+            f"{where} is damaged: {damage}; restore the file from a backup (or start a new "
+            "ledger: SQLite's `.recover` command may save what is still readable)"
+        )
+    return None
+
+
+def _damage(original: BaseException) -> str | None:
+    """What is wrong when an error means the file's content is damaged; None otherwise."""
+    if getattr(original, "sqlite_errorcode", None) == SQLITE_CORRUPT:
+        return "SQLite cannot read part of the file (a corrupt page)"
+    if isinstance(original, sqlite3.OperationalError) and "decode to UTF-8" in str(original):
+        return "a stored text is not valid UTF-8 (the bytes of a page were altered)"
     return None
 
 
@@ -147,8 +179,8 @@ def prepare_schema(engine: Engine, url: URL, create: bool) -> None:
         if isinstance(exc, OperationalError | sqlite3.OperationalError):
             raise
         raise NotALedgerError(
-            f"cannot open ledger {where}: the file is not a readable SQLite database ({exc}); "
-            "point the ledger at a ledger file or at a new path"
+            f"cannot open ledger {where}: the file is not a readable SQLite database "
+            f"({driver_reason(exc)}); point the ledger at a ledger file or at a new path"
         ) from exc
 
 

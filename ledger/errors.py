@@ -25,3 +25,11 @@ class DuplicateRecordError(LedgerError):
 
 class AppendOnlyViolation(LedgerError):
     """The database refused an UPDATE, DELETE or overwriting INSERT on a ledger table."""
+
+
+class CorruptLedgerError(LedgerError):
+    """The database file is damaged: SQLite cannot read part of it (a corrupt page)."""
+
+
+class JournalError(LedgerError):
+    """The head journal beside the database cannot be written."""

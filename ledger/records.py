@@ -204,13 +204,26 @@ class LedgerEntry(BaseModel):
     created_at: str = Field(description="When the entry was appended (ISO-8601, UTC).")
 
 
+class ProblemKind(enum.StrEnum):
+    """What kind of problem a verification found."""
+
+    CHAIN = "chain"  # the chain or its index tables are not internally consistent
+    TRIGGERS = "triggers"  # an append-only trigger is missing or altered
+    DAMAGED = "damaged"  # SQLite cannot read part of the file
+    TRUNCATED = "truncated"  # entries recorded outside the database are gone from it
+    REWRITTEN = "rewritten"  # an entry's hash differs from the one recorded outside
+    EXPECTED_HEAD = "expected_head"  # the chain does not hold the head asked for
+    JOURNAL = "journal"  # the head journal itself was cut, removed or contradicts itself
+
+
 class VerifyReport(BaseModel):
-    """Outcome of re-checking the whole chain and its index tables."""
+    """Outcome of re-checking the chain, its index tables and its anchors outside the database."""
 
     model_config = ConfigDict(frozen=True)
 
     ok: bool = Field(description="True when no problem was found.")
     entries_checked: int = Field(description="Entries examined before stopping.")
+    head_seq: int = Field(default=0, description="Seq of the last entry found good (0 if none).")
     head_hash: str = Field(
         description="Hash of the last entry found good ('0'*64 if none); anchor it to detect "
         "truncation later."
@@ -219,3 +232,22 @@ class VerifyReport(BaseModel):
         description="Seq of the first bad entry; None when ok or the problem has no seq."
     )
     problem: str | None = Field(description="Human-readable description of the first problem.")
+    problem_kind: ProblemKind | None = Field(
+        default=None, description="What kind of problem it is; None when ok."
+    )
+    checked_from_seq: int = Field(
+        default=1,
+        description="First seq walked: 1 for a full check, the one after the last verified "
+        "head for an incremental check.",
+    )
+    journal: str | None = Field(
+        default=None, description="Head journal compared with the chain; None without one."
+    )
+    journal_heads: int = Field(
+        default=0, description="Heads from the journal (and the last verified head) compared."
+    )
+    anchor_note: str | None = Field(
+        default=None,
+        description="What could not be anchored outside the database (no journal, skipped "
+        "lines), when anything.",
+    )

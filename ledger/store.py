@@ -3,23 +3,35 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
-from sqlalchemy import ColumnElement, Connection, Engine, func, select
+from sqlalchemy import ColumnElement, Connection, Engine, Row, func, select
 from sqlalchemy.engine import URL, make_url
 
+from ledger.anchor import (
+    AnchorFiles,
+    Anchoring,
+    ExpectedHead,
+    JournalPolicy,
+    resolve_anchoring,
+    save_checkpoint,
+)
+from ledger.audit import audit, gather
 from ledger.db import (
     check_location,
     describe,
     make_engine,
     prepare_schema,
+    sqlite_file,
     write_transaction,
 )
-from ledger.errors import LedgerError
+from ledger.errors import CorruptLedgerError, LedgerError
+from ledger.journal import append_head
 from ledger.models import (
     CandidateRow,
     Entry,
@@ -44,25 +56,37 @@ from ledger.records import (
     StoredVerdict,
     VerifyReport,
 )
-from ledger.verify import verify_ledger
 from ledger.writer import link, prepare, read_head
 
 StoredT = TypeVar("StoredT", bound=Stored[Any])
+T = TypeVar("T")
 
 
 class Ledger:
     """Append-only, hash-chained record store; open it with Ledger.open or Ledger.open_path."""
 
-    def __init__(self, engine: Engine, url: URL) -> None:
+    def __init__(
+        self, engine: Engine, url: URL, journal: Path | JournalPolicy = JournalPolicy.BESIDE
+    ) -> None:
         """Wrap an engine whose schema is ready (Ledger.open does the checks)."""
         self._engine: Engine | None = engine
         self._where = describe(url)
+        self._anchoring: Anchoring = resolve_anchoring(sqlite_file(url), journal)
 
     @classmethod
-    def open(cls, url: str | URL, *, create: bool = True) -> Ledger:
+    def open(
+        cls,
+        url: str | URL,
+        *,
+        create: bool = True,
+        journal: Path | JournalPolicy = JournalPolicy.BESIDE,
+    ) -> Ledger:
         """Open the ledger at an SQLAlchemy URL, creating the schema in an empty database.
 
-        With create=False a missing or empty database raises LedgerNotFoundError.
+        With create=False a missing or empty database raises LedgerNotFoundError. journal is
+        where the head journal goes: beside a SQLite file by default (`<file>.heads`, with the
+        last verified head in `<file>.verified`), an explicit path (for a database that is not
+        a local file), or JournalPolicy.OFF (verify then says what it cannot detect).
         """
         parsed = make_url(url)
         check_location(parsed, create)
@@ -72,12 +96,23 @@ class Ledger:
         except BaseException:
             engine.dispose()
             raise
-        return cls(engine, parsed)
+        return cls(engine, parsed, journal)
 
     @classmethod
-    def open_path(cls, path: Path | str, *, create: bool = True) -> Ledger:
+    def open_path(
+        cls,
+        path: Path | str,
+        *,
+        create: bool = True,
+        journal: Path | JournalPolicy = JournalPolicy.BESIDE,
+    ) -> Ledger:
         """Open the SQLite ledger file at path (its directory must exist)."""
-        return cls.open(URL.create("sqlite", database=str(path)), create=create)
+        return cls.open(URL.create("sqlite", database=str(path)), create=create, journal=journal)
+
+    @property
+    def anchor_files(self) -> AnchorFiles | None:
+        """The head journal and last-verified-head files; None when the ledger keeps none."""
+        return self._anchoring.files
 
     def close(self) -> None:
         """Release the database connections; further calls raise LedgerError."""
@@ -113,7 +148,12 @@ class Ledger:
         if not batch:
             return []
         with write_transaction(self._require_engine()) as connection:
-            return link(connection, batch)
+            linked = link(connection, batch)
+        # After the commit, never before: a crash leaves the journal behind, not ahead.
+        files = self._anchoring.files
+        if files is not None and linked.added:
+            append_head(files.journal, linked.head_seq, linked.head_hash)
+        return linked.seqs
 
     # -- queries -----------------------------------------------------------------------------
 
@@ -172,17 +212,7 @@ class Ledger:
             statement = statement.limit(limit)
         with self._reading() as connection:
             rows = connection.execute(statement).all()
-        return [
-            LedgerEntry(
-                seq=row.seq,
-                kind=EntryKind(row.kind),
-                payload=json.loads(row.payload_json),
-                prev_hash=row.prev_hash,
-                hash=row.hash,
-                created_at=row.created_at,
-            )
-            for row in rows
-        ]
+        return self._decoded(rows, _ledger_entry)
 
     def head(self) -> tuple[int, str]:
         """Seq and hash of the last entry; (0, '0'*64) when the ledger is empty."""
@@ -198,10 +228,16 @@ class Ledger:
         with self._reading() as connection:
             return int(connection.execute(statement).scalar_one())
 
-    def verify(self) -> VerifyReport:
-        """Recompute the whole chain and cross-check the index tables; report the first problem."""
-        with self._reading() as connection:
-            return verify_ledger(connection)
+    def verify(self, expect: ExpectedHead | None = None) -> VerifyReport:
+        """Check the whole file, recompute the whole chain, cross-check the index tables and
+        compare with the head journal, the last verified head and `expect`; report the first
+        problem."""
+        return self._audit(expect, incremental=False)
+
+    def check(self) -> VerifyReport:
+        """The cheap check before work: that the last verified head is still in the chain, and
+        the entries and journal lines after it; the first check of a ledger is a full one."""
+        return self._audit(None, incremental=True)
 
     # -- internals ---------------------------------------------------------------------------
 
@@ -211,6 +247,15 @@ class Ledger:
                 f"ledger {self._where} is closed; open it again with Ledger.open(...)"
             )
         return self._engine
+
+    def _audit(self, expect: ExpectedHead | None, incremental: bool) -> VerifyReport:
+        inputs = gather(self._anchoring, incremental)  # before the snapshot, never after
+        with self._reading() as connection:
+            report, checkpoint = audit(connection, inputs, expect)
+        files = self._anchoring.files
+        if files is not None and checkpoint is not None:
+            save_checkpoint(files.checkpoint, checkpoint)
+        return report
 
     @contextmanager
     def _reading(self) -> Iterator[Connection]:
@@ -233,17 +278,45 @@ class Ledger:
         )
         with self._reading() as connection:
             rows = connection.execute(statement).all()
-        return [
-            stored_type.model_validate(
-                {
-                    "seq": row.seq,
-                    "hash": row.hash,
-                    "created_at": row.created_at,
-                    "record": json.loads(row.payload_json),
-                }
-            )
-            for row in rows
-        ]
+        return self._decoded(rows, partial(_stored_record, stored_type))
+
+    def _decoded(self, rows: Sequence[Any], build: Callable[[Any], T]) -> list[T]:
+        """Rows turned into models; a row that cannot be is a damaged or edited file."""
+        decoded = []
+        for row in rows:
+            try:
+                decoded.append(build(row))
+            except ValueError as exc:  # bad JSON, an unknown kind, a payload of the wrong shape
+                lines = str(exc).strip().splitlines()
+                reason = lines[0] if lines else type(exc).__name__
+                raise CorruptLedgerError(
+                    f"entry {row.seq} of ledger {self._where} cannot be read back ({reason}): "
+                    "the file was damaged or edited; verify the ledger, and restore it from a "
+                    "backup"
+                ) from exc
+        return decoded
+
+
+def _ledger_entry(row: Row[Any]) -> LedgerEntry:
+    return LedgerEntry(
+        seq=row.seq,
+        kind=EntryKind(row.kind),
+        payload=json.loads(row.payload_json),
+        prev_hash=row.prev_hash,
+        hash=row.hash,
+        created_at=row.created_at,
+    )
+
+
+def _stored_record(stored_type: type[StoredT], row: Row[Any]) -> StoredT:
+    return stored_type.model_validate(
+        {
+            "seq": row.seq,
+            "hash": row.hash,
+            "created_at": row.created_at,
+            "record": json.loads(row.payload_json),
+        }
+    )
 
 
 def _check_after_seq(after_seq: int) -> None:

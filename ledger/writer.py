@@ -65,7 +65,16 @@ def read_head(connection: Connection) -> tuple[int, str]:
     return (0, GENESIS_HASH) if row is None else (row.seq, row.hash)
 
 
-def link(connection: Connection, batch: Sequence[Pending]) -> list[int]:
+class Linked(NamedTuple):
+    """What link() did: the seq of every record, and the head after it."""
+
+    seqs: list[int]
+    head_seq: int
+    head_hash: str
+    added: int  # entries written (stored fingerprints are reused, not written)
+
+
+def link(connection: Connection, batch: Sequence[Pending]) -> Linked:
     """Chain every pending record after the current head; the caller holds the write lock."""
     seq, head_hash = read_head(connection)
     known: dict[UniqueKey, int] = {}
@@ -105,7 +114,7 @@ def link(connection: Connection, batch: Sequence[Pending]) -> list[int]:
         connection.execute(insert(table(Entry)), entry_rows)
     for kind, rows in index_rows.items():
         connection.execute(insert(index_table(kind)), rows)
-    return seqs
+    return Linked(seqs, seq, head_hash, len(entry_rows))
 
 
 def unique_key(record: Record) -> UniqueKey | None:
