@@ -19,11 +19,10 @@ from harness.models import (
     Outcome,
     TimingPlan,
 )
-from harness.runner import run_evaluation
 from harness.trials import correctness_trials, new_salt
 from kernels.workload import ConfigSet
 from ledger import EventRecord, FingerprintRecord
-from orchestrator.evaluation import Judging, commit_arm
+from orchestrator.evaluation import Judging, commit_arm, judge
 from orchestrator.events import EventKind, Payload
 
 CONFIG_CLASSES = (("launch", 3e5), ("mid", 1e6), ("heavy", math.inf))  # by per-call ns
@@ -85,7 +84,7 @@ def qualify(
         mode=EvaluationMode.QUALIFY,
         torch_threads=judging.torch_threads,
     )
-    result = run_evaluation(request, judging.evals_dir / work_name, judging.runner)
+    result = judge(judging, request, judging.evals_dir / work_name)
     if result.outcome is not Outcome.PASSED or not result.qualification:
         raise NotQualifiedError(
             f"device {judging.device} could not be qualified ({result.outcome}): "
@@ -154,7 +153,7 @@ def calibrate_noise(
         seed=secrets.randbelow(2**31),
         torch_threads=judging.torch_threads,
     )
-    result = run_evaluation(request, work, judging.runner)
+    result = judge(judging, request, work)
     if result.outcome is not Outcome.PASSED:
         raise NotQualifiedError(
             f"the A/A calibration failed ({result.outcome}): {result.message.strip()[:500]}"

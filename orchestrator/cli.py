@@ -5,20 +5,25 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
 from collections.abc import Callable, Sequence
 from importlib import metadata
 from pathlib import Path
 
+from ledger import LedgerError
 from orchestrator import service
+from orchestrator.cli_help import parser_texts
 from orchestrator.export import ExportError
 from orchestrator.judge_file import format_judge_report
 from orchestrator.messages import MessageKind
+from orchestrator.run_report import format_run_end
 from orchestrator.settings import DeviceChoice, Settings, SettingsError, load_settings
-from orchestrator.status import format_status
+from orchestrator.status import chain_warning, format_status
 from orchestrator.workspace import WorkspaceError
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
+EXIT_TAINTED = 3  # `judge` passed, but its timing was tainted: not trustworthy
 
 
 def _run_dir_flag(parser: argparse.ArgumentParser) -> None:
@@ -43,9 +48,7 @@ def _build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--config", type=Path, default=None, help="settings file (TOML)")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    run = sub.add_parser(
-        "run", allow_abbrev=False, help="search: expand, judge, promote until a budget ends"
-    )
+    run = sub.add_parser("run", allow_abbrev=False, **parser_texts("run"))
     _run_dir_flag(run)
     # Also after the subcommand; SUPPRESS keeps a top-level --config when this one is absent.
     run.add_argument("--config", type=Path, default=argparse.SUPPRESS, help="settings file (TOML)")
@@ -56,8 +59,15 @@ def _build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--configs", dest="config_set", default=None, help="config set (default by device)"
     )
-    run.add_argument("--minutes", type=float, default=None, help="wall-clock budget (default 3)")
-    run.add_argument("--max-candidates", type=int, default=None, help="stop after N new candidates")
+    run.add_argument(
+        "--minutes", type=float, default=None, help="wall-clock budget of the whole run (default 3)"
+    )
+    run.add_argument(
+        "--max-candidates",
+        type=int,
+        default=None,
+        help="stop once the whole run holds N candidates (the seed not counted)",
+    )
     run.add_argument(
         "--expander",
         default=None,
@@ -68,35 +78,27 @@ def _build_parser() -> argparse.ArgumentParser:
     run.add_argument("--llm-model", default=None, help="model name (default per expander)")
     run.add_argument("--seed", type=int, default=None, help="seed of the search's choices")
 
-    inject = sub.add_parser(
-        "inject", allow_abbrev=False, help="steer a run (works while it is going)"
-    )
+    inject = sub.add_parser("inject", allow_abbrev=False, **parser_texts("inject"))
     inject.add_argument("kind", choices=[k.value for k in MessageKind], type=str.upper)
-    inject.add_argument("text", help="the message")
+    inject.add_argument("text", help="the message (its format by kind: below)")
     _run_dir_flag(inject)
     inject.add_argument("--author", default=None, help="credited author (default: your user name)")
 
-    status = sub.add_parser("status", allow_abbrev=False, help="where a run stands")
+    status = sub.add_parser("status", allow_abbrev=False, **parser_texts("status"))
     _run_dir_flag(status)
     status.add_argument("--json", action="store_true", help="machine-readable output")
 
-    checkout = sub.add_parser(
-        "checkout", allow_abbrev=False, help="a candidate's exact source tree"
-    )
+    checkout = sub.add_parser("checkout", allow_abbrev=False, **parser_texts("checkout"))
     checkout.add_argument("sha", help="commit sha or unique prefix")
     _run_dir_flag(checkout)
     checkout.add_argument("--into", type=Path, default=None, help="target directory")
 
-    export = sub.add_parser(
-        "export", allow_abbrev=False, help="write a standalone submission and its manifest"
-    )
+    export = sub.add_parser("export", allow_abbrev=False, **parser_texts("export"))
     _run_dir_flag(export)
     export.add_argument("--sha", default=None, help="candidate (default: the frontier)")
     export.add_argument("--out", type=Path, required=True, help="output directory")
 
-    judge = sub.add_parser(
-        "judge", allow_abbrev=False, help="the full judge on a standalone module or package"
-    )
+    judge = sub.add_parser("judge", allow_abbrev=False, **parser_texts("judge"))
     judge.add_argument(
         "file",
         type=Path,
@@ -109,10 +111,17 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     judge.add_argument("--json", action="store_true", help="machine-readable output")
 
-    ledger = sub.add_parser("ledger", allow_abbrev=False, help="inspect the hash-chained ledger")
+    ledger = sub.add_parser("ledger", allow_abbrev=False, **parser_texts("ledger"))
     ledger.add_argument("action", choices=["verify", "show"])
     _run_dir_flag(ledger)
     ledger.add_argument("--limit", type=int, default=None, help="show only the last N entries")
+    ledger.add_argument(
+        "--expect-head",
+        default=None,
+        metavar="SEQ:HASH",
+        help="verify: fail unless the chain holds this head (as status and export manifests "
+        "print it; HASH alone: at any position)",
+    )
     return parser
 
 
@@ -135,23 +144,29 @@ def _settings(args: argparse.Namespace) -> Settings:
     return load_settings(flags, config_file=args.config)
 
 
+def _program() -> str:
+    """How the user called us (`.venv/bin/ratchet` under `make run`), else `ratchet`."""
+    return sys.argv[0] if Path(sys.argv[0]).name == "ratchet" else "ratchet"
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
-    summary = service.run_search(_settings(args))
-    state = summary.state
-    frontier = state.candidates.get(state.frontier_sha or "")
-    print(f"stopped: {summary.reason}; {summary.steps} steps in {summary.elapsed_s:.0f} s")
-    if frontier is not None:
-        speed = f"{frontier.objective:.3f}x" if frontier.objective is not None else "n/a"
-        print(f"frontier {frontier.sha[:10]} (step {frontier.step}): {speed} over the baseline")
-        for cid, value in frontier.details.get("per_config_speedup", {}).items():
-            print(f"    config {cid:>8}: {value:.3f}x")
+    settings = _settings(args)
+    summary = service.run_search(settings)
+    print(format_run_end(summary, settings.run_dir, _program()))
     return EXIT_OK
 
 
 def _cmd_inject(args: argparse.Namespace) -> int:
     settings = _settings(args)
     seq = service.inject_message(settings.run_dir, args.kind, args.text, args.author)
-    print(f"injected {args.kind} as ledger entry {seq}")
+    if args.kind == MessageKind.RETRACT:
+        print(f"retracted message #{args.text.strip().lstrip('#')} (RETRACT is message #{seq})")
+    else:
+        where = shlex.quote(str(settings.run_dir))
+        print(
+            f"injected {args.kind} as message #{seq}; withdraw it with: {_program()} inject "
+            f"RETRACT {seq} --run-dir {where}"
+        )
     return EXIT_OK
 
 
@@ -159,7 +174,11 @@ def _cmd_status(args: argparse.Namespace) -> int:
     settings = _settings(args)
     report = service.run_status(settings.run_dir)
     print(report.model_dump_json(indent=2) if args.json else format_status(report))
-    return EXIT_OK
+    warning = chain_warning(report)
+    if warning is None:
+        return EXIT_OK
+    print(f"ratchet status: {warning}", file=sys.stderr)
+    return EXIT_FAILURE
 
 
 def _cmd_checkout(args: argparse.Namespace) -> int:
@@ -177,26 +196,43 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
 
 def _cmd_judge(args: argparse.Namespace) -> int:
-    report = service.judge_file(args.file, _settings(args), args.configs)
+    progress = None if args.json else (lambda line: print(line, file=sys.stderr, flush=True))
+    report = service.judge_file(args.file, _settings(args), args.configs, progress)
     if args.json:
         print(report.model_dump_json(indent=2))
     else:
         print(format_judge_report(report))
+    if report.passed and report.tainted:
+        return EXIT_TAINTED
     return EXIT_OK if report.passed else EXIT_USAGE
 
 
 def _cmd_ledger(args: argparse.Namespace) -> int:
     settings = _settings(args)
     if args.action == "verify":
-        report = service.verify_ledger(settings.run_dir)
-        if report.ok:
-            print(f"ledger ok: {report.entries_checked} entries, head {report.head_hash}")
-            return EXIT_OK
-        print(f"ledger BROKEN at entry {report.first_bad_seq}: {report.problem}", file=sys.stderr)
-        return EXIT_FAILURE
+        return _verify(settings.run_dir, args.expect_head)
+    if args.expect_head is not None:
+        raise service.RatchetError("--expect-head goes with 'ledger verify', not 'ledger show'")
     for entry in service.show_ledger(settings.run_dir, args.limit):
         head = f"{entry.seq:>6} {entry.created_at} {entry.kind:<12} {entry.hash[:12]}"
         print(f"{head} {_brief(entry.payload)}")
+    return EXIT_OK
+
+
+def _verify(run_dir: Path, expect_head: str | None) -> int:
+    report = service.verify_ledger(run_dir, expect_head)
+    if not report.ok:
+        where = "" if report.first_bad_seq is None else f" at entry {report.first_bad_seq}"
+        print(f"ledger BROKEN{where} ({report.problem_kind}): {report.problem}", file=sys.stderr)
+        print(f"fix: {service.chain_fix(report, run_dir)}", file=sys.stderr)
+        return EXIT_FAILURE
+    print(f"ledger ok: {report.entries_checked} entries, head {report.head_seq}:{report.head_hash}")
+    if report.journal is not None:
+        print(f"head journal {report.journal}: {report.journal_heads} recorded heads match")
+    if expect_head is not None:
+        print(f"expected head {expect_head} is in the chain")
+    if report.anchor_note:
+        print(f"note: {report.anchor_note}")
     return EXIT_OK
 
 
@@ -223,7 +259,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         code = COMMANDS[args.command](args)
         sys.stdout.flush()  # inside the try: a closed pipe surfaces here, not at exit
         return code
-    except (service.RatchetError, SettingsError, WorkspaceError, ExportError) as exc:
+    except (service.RatchetError, SettingsError, WorkspaceError, ExportError, LedgerError) as exc:
         print(f"ratchet {args.command}: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from harness.runner import RunnerSettings, run_evaluation
 from harness.trials import correctness_trials, new_salt, recheck_trials
 from kernels.workload import Workload
 from ledger import FingerprintRecord, MeasurementRecord, Record
+from orchestrator.device_wait import wait_for_device
 from orchestrator.events import ConfigSummary, EvaluationSummary, EventKind, Stage
 from orchestrator.workspace import materialize
 
@@ -42,6 +44,19 @@ class Judging:
     torch_threads: int | None
     runnable_ids: tuple[str, ...]
     device_peaks: DevicePeaks | None = None
+    # Where waits for the device lock are reported as they happen (None: waits are silent).
+    notice: Callable[[str], None] | None = None
+
+
+def judge(judging: Judging, request: EvaluationRequest, work: Path) -> EvaluationResult:
+    """Run one judge subprocess; a wait for the device lock is reported first."""
+    runner = judging.runner
+    if judging.notice is not None:
+        waited = wait_for_device(runner, request.device, judging.notice)
+        if waited:  # the judge waits only for what is left of the lock timeout
+            left = max(1.0, runner.lock_timeout_s - waited)
+            runner = runner.model_copy(update={"lock_timeout_s": left})
+    return run_evaluation(request, work, runner)
 
 
 @dataclass(frozen=True)
@@ -110,7 +125,7 @@ def judge_stage(judging: Judging, job: StageRequest) -> tuple[EvaluationRequest,
     """Run the judge subprocess for one stage."""
     request = build_request(judging, job)
     work = judging.evals_dir / f"step-{job.step:05d}-{job.name}"
-    return request, run_evaluation(request, work, judging.runner)
+    return request, judge(judging, request, work)
 
 
 def ratio_dict(stats: RatioStats | None) -> dict[str, float] | None:

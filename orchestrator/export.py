@@ -75,6 +75,10 @@ class ExportManifest(BaseModel):
     environment: dict[str, Any] = Field(description="Environment fingerprint of the sweep.")
     ledger_head_seq: int = Field(description="Ledger entries at export time.")
     ledger_head_hash: str = Field(description="Ledger head hash at export time.")
+    ledger_head: str = Field(
+        description="The two as SEQ:HASH: `ratchet ledger verify --expect-head` with it proves "
+        "a ledger still holds the history this export came from."
+    )
     exported_at: str = Field(description="UTC time of the export.")
     ratchet_version: str = Field(description="Version of Ratchet that exported it.")
 
@@ -266,6 +270,7 @@ def export_candidate(
         environment=fingerprint,
         ledger_head_seq=head_seq,
         ledger_head_hash=head_hash,
+        ledger_head=f"{head_seq}:{head_hash}",
         exported_at=datetime.now(UTC).isoformat(timespec="seconds"),
         ratchet_version=_version(),
     )

@@ -5,6 +5,8 @@ from __future__ import annotations
 import ast
 import secrets
 import tempfile
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +70,11 @@ class JudgeReport(BaseModel):
     def passed(self) -> bool:
         """Whether the judge accepted the module."""
         return self.verdict == "passed"
+
+    @property
+    def trustworthy(self) -> bool:
+        """Accepted, and timed with no contention or throttling seen."""
+        return self.passed and not self.tainted
 
 
 def _entry_point(source: str, workload: Workload) -> str:
@@ -147,12 +154,69 @@ def _read_module_or_package(path: Path, workload: Workload) -> dict[str, str]:
         raise JudgeFileError(f"cannot read {path}: {exc}") from exc
 
 
+def _user_file(path: Path, file: str) -> str:
+    """Where a file of the judged tree is on the user's disk (the tree calls its entry
+    candidate.py, whatever the user named it)."""
+    if path.is_dir():
+        return str(path / file)
+    return str(path) if file == CANDIDATE_FILE else file
+
+
+def _in_user_terms(text: str, path: Path, tree: Path | None, files: list[str]) -> str:
+    """A judge message with the judged copies' names replaced by the user's files."""
+    for file in sorted(files, key=len, reverse=True):
+        if tree is not None:
+            text = text.replace(str(tree / file), _user_file(path, file))
+        text = text.replace(f'"{file}"', f'"{_user_file(path, file)}"')
+        text = text.replace(f"{file}:", f"{_user_file(path, file)}:")
+    return text
+
+
+def _user_findings(findings: list[Finding], path: Path) -> list[Finding]:
+    return [f.model_copy(update={"file": _user_file(path, f.file)}) for f in findings]
+
+
+class ProgressPrinter:
+    """Judge progress lines with the time spent so far and, per config, a pace estimate."""
+
+    def __init__(self, emit: Callable[[str], None], total_configs: int) -> None:
+        self.emit, self.total = emit, total_configs
+        self.started, self.seen = time.monotonic(), 0
+
+    def __call__(self, line: str) -> None:
+        elapsed = time.monotonic() - self.started
+        if line.endswith("correctness") or "correctness (" in line:
+            self.seen += 1
+        estimate = ""
+        if self.seen > 1 and self.total > self.seen:
+            left = elapsed / (self.seen - 1) * (self.total - self.seen + 1)
+            estimate = f", about {left / 60:.1f} min left at this pace"
+        self.emit(f"  [{elapsed:6.1f} s] {line} ({self.seen}/{self.total} configs{estimate})")
+
+
+def slow_set_warning(judging: Judging, config_ids: list[str]) -> str | None:
+    """A warning before a judge that will take long on this device (oracle configs on a CPU)."""
+    oracle = [c for c in config_ids if c not in judging.runnable_ids]
+    if judging.device != "cpu" or not (oracle or len(config_ids) > 6):
+        return None
+    via = f", {len(oracle)} of them ({', '.join(oracle)}) through the memory-bounded oracle"
+    return (
+        f"judging {len(config_ids)} configs on the CPU{via if oracle else ''}: this takes many "
+        "minutes (progress below, per config); `--configs screen` is the quick check"
+    )
+
+
 def judge_module(
-    path: Path, workload: Workload, judging: Judging, config_ids: list[str]
+    path: Path,
+    workload: Workload,
+    judging: Judging,
+    config_ids: list[str],
+    progress: Callable[[str], None] | None = None,
 ) -> JudgeReport:
     """Static checks, then correctness, timing against the reference, re-checks."""
     sources = _read_module_or_package(path, workload)
     report = check_sources(sources, workload.static_policy, CANDIDATE_FILE)
+    report = report.model_copy(update={"findings": _user_findings(report.findings, path)})
     entry = (
         _entry_point(sources[CANDIDATE_FILE], workload)
         if not report.findings
@@ -197,7 +261,8 @@ def judge_module(
         seed=secrets.randbelow(2**31),
         torch_threads=judging.torch_threads,
     )
-    result = run_evaluation(request, work / "judge", judging.runner)
+    printer = ProgressPrinter(progress, len(config_ids)) if progress else None
+    result = run_evaluation(request, work / "judge", judging.runner, printer)
     aggregate = result.aggregate("baseline")
     passed = result.outcome is Outcome.PASSED
     reason = None if passed else (result.reason.value if result.reason else result.outcome.value)
@@ -205,7 +270,7 @@ def judge_module(
         **base,
         verdict="passed" if passed else "rejected",
         reason=reason,
-        message=result.message.strip()[:4000],
+        message=_in_user_terms(result.message.strip(), path, tree, list(sources))[:4000],
         configs=_rows(result),
         speedup=aggregate.median if aggregate else None,
         ci_low=aggregate.ci_low if aggregate else None,
@@ -251,6 +316,12 @@ def format_judge_report(report: JudgeReport) -> str:
     """Human-readable judge report with the per-config table."""
     head = f"{report.verdict.upper()}: {report.file} on {report.workload}/{report.device}"
     lines = [head + (f" ({report.reason})" if report.reason else "")]
+    if report.tainted:
+        lines[0] = "TAINTED " + lines[0]
+        lines.append(
+            "the timing is NOT trustworthy: other work ran on the device while it was timed "
+            "(below); judge again on an idle machine"
+        )
     if report.message and not report.passed:
         lines.append(report.message)
     lines.append(f"baseline: {report.baseline}")
@@ -263,5 +334,5 @@ def format_judge_report(report: JudgeReport) -> str:
             f"geomean speedup {report.speedup:.3f}x [{report.ci_low:.3f}, {report.ci_high:.3f}]"
         )
     if report.tainted:
-        lines.append("TAINTED: " + "; ".join(report.taint))
+        lines.append("tainted by: " + "; ".join(report.taint))
     return "\n".join(lines)

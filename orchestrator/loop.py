@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 
 import git
@@ -13,7 +12,9 @@ from agents.llm.session import BudgetExhaustedError
 from agents.offline import interpret_idea
 from agents.tunables import TunablesError, idea_applied, read_space, read_tunables
 from orchestrator.agent_runs import drain_llm_calls, research_due, run_inspector, run_researcher
+from orchestrator.budget import Invocation, begin_invocation, budget_stop
 from orchestrator.events import EventKind, RunStopped, StepStarted
+from orchestrator.repeats import repeated_failure_stop
 from orchestrator.stages import (
     LoopContext,
     SweepJob,
@@ -23,6 +24,7 @@ from orchestrator.stages import (
     sweep_step,
 )
 from orchestrator.state import SearchState, StepView, derive_state, infrastructure_failure
+from orchestrator.taint import TaintSummary, taint_summary
 from orchestrator.verification import verify_frontier
 from orchestrator.workspace import read_file
 from search import IdeaArm, PriorStrength, Verdict, choose_idea, choose_parent
@@ -47,6 +49,7 @@ class RunSummary:
     steps: int
     elapsed_s: float
     state: SearchState = field(repr=False)
+    taint: TaintSummary | None = None  # the full sweeps of this invocation
 
 
 def _human_prior(ctx: LoopContext) -> tuple[float, float]:
@@ -142,10 +145,6 @@ def advance_step(ctx: LoopContext, state: SearchState, step: StepView) -> None:
         sweep_step(ctx, state, SweepJob(step.started.step, step.sha, step.started.parent_sha))
 
 
-def _new_candidates(state: SearchState) -> int:
-    return sum(1 for c in state.candidates.values() if c.parent_sha is not None)
-
-
 def _describe_start(state: SearchState, started: StepStarted) -> str:
     idea = state.ideas[started.idea_id]
     parent = f"{started.parent_sha[:10]}" + (
@@ -155,13 +154,12 @@ def _describe_start(state: SearchState, started: StepStarted) -> str:
     return f"step {started.step}: parent {parent}, idea {idea.idea_id} ({how}): {idea.text[:80]}"
 
 
-def _stop_reason(ctx: LoopContext, state: SearchState, started_at: float) -> str | None:
+def _stop_reason(ctx: LoopContext, state: SearchState, invocation: Invocation) -> str | None:
     """Why no new step may start now, if so."""
-    limit = ctx.settings.max_candidates
-    if limit is not None and _new_candidates(state) >= limit:
-        return f"reached {limit} candidates"
-    if time.monotonic() - started_at >= ctx.settings.minutes * 60:
-        return f"time budget of {ctx.settings.minutes:g} min used"
+    settings = ctx.settings
+    budget = budget_stop(invocation, state, settings.minutes, settings.max_candidates)
+    if budget is not None:
+        return budget
     if not any(node.expandable for node in state.lineage(exhausted(ctx, state))):
         return (
             "search space exhausted: every idea ended with no change on every candidate "
@@ -175,6 +173,9 @@ def _stop_reason(ctx: LoopContext, state: SearchState, started_at: float) -> str
             f"{in_row} expansions in a row ended with an infrastructure failure ({detail}); "
             "fix the cause (provider, key, model) and run again to resume"
         )
+    repeated = repeated_failure_stop(state, invocation.first_step, settings.max_same_failures)
+    if repeated is not None:
+        return repeated
     if ctx.llm is not None:
         return ctx.llm.budget.exhausted()
     return None
@@ -215,9 +216,16 @@ def _between_steps(ctx: LoopContext, state: SearchState) -> bool:
 
 def run_loop(ctx: LoopContext, stop: StopSignal) -> RunSummary:
     """Resume any open step, then start steps until a time, candidate or LLM budget ends."""
-    started_at = time.monotonic()
+    state = current_state(ctx)
+    invocation = begin_invocation(ctx.ledger.events(), state, ctx.ledger.head()[0])
+    if invocation.earlier_count:
+        ctx.reporter.line(
+            f"budget: {ctx.settings.minutes:g} min for the whole run, "
+            f"{invocation.earlier_s / 60:.1f} min used by its {invocation.earlier_count} "
+            "earlier invocation(s)"
+        )
     steps_done = 0
-    state = ensure_seed(ctx, current_state(ctx))
+    state = ensure_seed(ctx, state)
     if ctx.llm is not None and ctx.settings.inspect_workload and not state.inspected:
         run_inspector(ctx, state)
         state = current_state(ctx)
@@ -234,7 +242,7 @@ def run_loop(ctx: LoopContext, stop: StopSignal) -> RunSummary:
             if _between_steps(ctx, state):
                 state = current_state(ctx)
                 continue
-            stop_reason = _stop_reason(ctx, state, started_at)
+            stop_reason = _stop_reason(ctx, state, invocation)
             if stop_reason is not None:
                 reason = stop_reason
                 break
@@ -248,7 +256,13 @@ def run_loop(ctx: LoopContext, stop: StopSignal) -> RunSummary:
         # The open step stays open: a resumed run with a larger budget finishes it.
         reason = str(exc)
         drain_llm_calls(ctx, state.next_step)
-    elapsed = time.monotonic() - started_at
+    elapsed = invocation.elapsed_s()
     stopped = RunStopped(reason=reason, steps_this_invocation=steps_done, elapsed_s=elapsed)
     ctx.ledger.append(stopped.to_event(EventKind.RUN_STOPPED))
-    return RunSummary(reason=reason, steps=steps_done, elapsed_s=elapsed, state=current_state(ctx))
+    return RunSummary(
+        reason=reason,
+        steps=steps_done,
+        elapsed_s=elapsed,
+        state=current_state(ctx),
+        taint=taint_summary(ctx.ledger, after_seq=invocation.start_seq),
+    )

@@ -24,6 +24,7 @@ class MessageKind(enum.StrEnum):
     PRIORITY = "PRIORITY"
     LITERATURE = "LITERATURE"
     REDIRECT = "REDIRECT"
+    RETRACT = "RETRACT"
 
 
 class MessageError(ValueError):
@@ -38,16 +39,73 @@ class MessageContext(BaseModel):
     config_ids: list[str] = Field(description="Configs of the run.")
     idea_ids: list[str] = Field(description="Ideas known to the run.")
     candidate_shas: list[str] = Field(description="Candidates that can be expanded.")
+    tunables: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="The workload's tunables (TUNABLE_SPACE of the seed): each one's values.",
+    )
+    retractable: dict[int, str] = Field(
+        default_factory=dict,
+        description="Messages in force that a RETRACT may name: ledger seq -> kind and text.",
+    )
 
 
 FORMATS = {
     MessageKind.IDEA: "free text describing one optimization",
-    MessageKind.CONSTRAINT: "'forbid TUNABLE=VALUE' or 'forbid NAME' (e.g. 'forbid torch.compile')",
+    MessageKind.CONSTRAINT: "'forbid TUNABLE=VALUE' (a tunable of the workload and one of its "
+    "values, e.g. 'forbid matmul_precision=bf16') or 'forbid NAME' (a dotted name the "
+    "frontier's code does not use, e.g. 'forbid torch.einsum')",
     MessageKind.PRIORITY: "'idea:ID=Q' (Q in (0,1)) or 'config:ID=WEIGHT' (WEIGHT > 0), "
     "comma-separated",
     MessageKind.LITERATURE: "free text or a reference for the researcher",
     MessageKind.REDIRECT: "'configs=ID,ID [steps=N]', 'parent=SHA [steps=N]' or 'reset'",
+    MessageKind.RETRACT: "'ID': the message id (ledger seq) of an earlier message, as "
+    "'ratchet inject' and 'ratchet status' show it; from then on it no longer applies",
 }
+
+
+def _listing(space: dict[str, list[str]]) -> str:
+    return "; ".join(f"{name}={'|'.join(values)}" for name, values in sorted(space.items()))
+
+
+def _constraint(text: str, ctx: MessageContext) -> dict[str, object]:
+    """A checkable constraint naming a real tunable value, or a name that is no tunable."""
+    constraint = parse_constraint(text)
+    space = ctx.tunables
+    if constraint.tunable is not None:
+        if constraint.tunable not in space:
+            known = _listing(space) if space else "none (the seed declares no TUNABLE_SPACE)"
+            raise MessageError(
+                f"CONSTRAINT names unknown tunable {constraint.tunable!r}; the workload's "
+                f"tunables and their values: {known}"
+            )
+        values = space[constraint.tunable]
+        if constraint.value not in values:
+            raise MessageError(
+                f"CONSTRAINT value {constraint.value!r} is not a value of tunable "
+                f"{constraint.tunable!r}; its values: {', '.join(values)}"
+            )
+    elif constraint.name in space:
+        values = space[constraint.name]
+        raise MessageError(
+            f"CONSTRAINT {text!r} names tunable {constraint.name!r} without a value (it would "
+            "forbid every use of the name in the code); forbid one value instead: "
+            + ", ".join(f"'forbid {constraint.name}={v}'" for v in values)
+        )
+    return constraint.model_dump(mode="json")
+
+
+def _retract(text: str, ctx: MessageContext) -> dict[str, object]:
+    raw = text.removeprefix("#")
+    if not raw.isdigit():
+        raise MessageError(f"RETRACT {text!r} is not a message id")
+    seq = int(raw)
+    if seq not in ctx.retractable:
+        known = "; ".join(f"{k}: {v[:60]}" for k, v in sorted(ctx.retractable.items()))
+        raise MessageError(
+            f"RETRACT names {seq}, which is no message in force (never written, already "
+            f"retracted, or a RETRACT itself); messages in force: {known or 'none'}"
+        )
+    return {"seq": seq}
 
 
 def _priority(text: str, ctx: MessageContext) -> dict[str, object]:
@@ -133,11 +191,13 @@ def parse_message(kind: str, text: str, author: str, ctx: MessageContext) -> Mes
     try:
         payload: dict[str, object] = {}
         if message_kind is MessageKind.CONSTRAINT:
-            payload = parse_constraint(text).model_dump(mode="json")
+            payload = _constraint(text, ctx)
         elif message_kind is MessageKind.PRIORITY:
             payload = _priority(text, ctx)
         elif message_kind is MessageKind.REDIRECT:
             payload = _redirect(text, ctx)
+        elif message_kind is MessageKind.RETRACT:
+            payload = _retract(text, ctx)
     except (MessageError, ValueError) as exc:
         hint = "" if "expected" in str(exc) else f"; expected {FORMATS[message_kind]}"
         raise MessageError(f"{exc}{hint}") from None

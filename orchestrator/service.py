@@ -5,7 +5,7 @@ from __future__ import annotations
 import getpass
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -13,15 +13,17 @@ from types import FrameType
 
 import git
 
+from harness.lock import DeviceBusyError
 from harness.runner import RunnerSettings
-from kernels.registry import UnknownWorkloadError, resolve_workload
 from kernels.workload import ConfigSet, Workload
 from ledger import (
     CandidateRecord,
+    ExpectedHead,
     Ledger,
     LedgerEntry,
     LedgerError,
     LedgerNotFoundError,
+    ProblemKind,
     Record,
     VerifyReport,
 )
@@ -42,16 +44,19 @@ from orchestrator.judge_file import (
     JudgeReport,
     judge_module,
     resolve_configs,
+    slow_set_warning,
     temporary_judging,
 )
 from orchestrator.llm_setup import LLMSetupError, make_backend, make_session, pricing
 from orchestrator.loop import RunSummary, SeedFailedError, StopSignal, run_loop
-from orchestrator.messages import MessageContext, MessageError, parse_message
+from orchestrator.messages import MessageError, MessageKind
 from orchestrator.run_dir import RunDirError, check_fresh_start, check_run_dir, hold_run_dir
 from orchestrator.settings import DeviceChoice, Settings, default_timing
 from orchestrator.stages import LoopContext, Reporter
 from orchestrator.state import SearchState, derive_state
 from orchestrator.status import StatusReport, build_status
+from orchestrator.steering import build_message, run_code
+from orchestrator.workloads import WorkloadLoadError, load_workload
 from orchestrator.workspace import RunPaths, init_repository, open_repository
 
 CODE_ROOT = Path(__file__).resolve().parent.parent
@@ -88,8 +93,8 @@ def resolve_device(choice: DeviceChoice) -> str:
 
 def _workload(name: str) -> Workload:
     try:
-        return resolve_workload(name)
-    except UnknownWorkloadError as exc:
+        return load_workload(name)
+    except WorkloadLoadError as exc:
         raise RatchetError(str(exc)) from exc
 
 
@@ -110,6 +115,36 @@ def _open_existing(run_dir: Path) -> Ledger:
         ) from None
     except LedgerError as exc:
         raise RatchetError(f"cannot open the ledger of {run_dir}: {exc}") from exc
+
+
+def chain_fix(report: VerifyReport, run_dir: Path) -> str:
+    """What to do about a ledger whose chain does not verify."""
+    ledger = RunPaths(run_dir).ledger
+    if report.problem_kind is ProblemKind.DAMAGED:
+        return f"restore {ledger} from a backup (until then nothing in {run_dir} can be trusted)"
+    if report.problem_kind is ProblemKind.JOURNAL:
+        return (
+            f"restore {ledger.name}.heads from a backup; if {ledger.name} itself was restored "
+            f"from an older backup on purpose, move {ledger.name}.heads and {ledger.name}.verified "
+            "aside (the chain then has no anchor for what came before)"
+        )
+    return (
+        f"the ledger was changed outside Ratchet: restore {ledger} (and its .heads journal) from "
+        "a backup, or start a new --run-dir; this run's results are not evidence until then"
+    )
+
+
+def require_chain(ledger: Ledger, run_dir: Path, refused: str) -> VerifyReport:
+    """The cheap chain check before work (incremental from the last verified head); a chain
+    that does not verify refuses the command, saying what `refused` would have done."""
+    report = ledger.check()
+    if not report.ok:
+        raise RatchetError(
+            f"the ledger of {run_dir} does not verify: {report.problem}. {refused}. Run "
+            f"'ratchet ledger verify --run-dir {run_dir}' for the full check. Fix: "
+            f"{chain_fix(report, run_dir)}"
+        )
+    return report
 
 
 @contextmanager
@@ -185,9 +220,8 @@ def _open_run(
         ledger = Ledger.open_path(paths.ledger)
     except LedgerError as exc:
         raise RatchetError(
-            f"{paths.ledger} is not a readable Ratchet ledger ({type(exc).__name__}: "
-            f"{str(exc)[:200]}); nothing was changed. 'ratchet ledger verify --run-dir "
-            f"{paths.root}' says more; or pick a new --run-dir"
+            f"{paths.ledger} is not a readable Ratchet ledger: {exc}. Nothing was changed; "
+            "restore it from a backup, or pick a new --run-dir"
         ) from exc
     state = derive_state(ledger)
     resumed = state.run is not None
@@ -199,6 +233,11 @@ def _open_run(
             raise RatchetError(str(exc)) from exc
     records = _start_records(settings, workload, device, config_set, resumed)
     if resumed:
+        try:
+            require_chain(ledger, paths.root, "Nothing was run")
+        except RatchetError:
+            ledger.close()
+            raise
         _check_compatible(state, workload, device, config_set)
         ledger.append_many(records)
         return paths, ledger, open_repository(paths), True
@@ -247,6 +286,7 @@ def prepare_run(settings: Settings, reporter: Reporter) -> _Prepared:
         # machine stalls the spinning barrier and inflates an arm tens of times (seen here).
         torch_threads=settings.torch_threads or (1 if device == "cpu" else None),
         runnable_ids=config_set.runnable_ids or config_set.config_ids,
+        notice=reporter.line,  # waits for the device lock are reported as they happen
     )
     what = "resuming" if resumed else "starting"
     reporter.line(
@@ -334,7 +374,7 @@ def run_search(settings: Settings, reporter: Reporter | None = None) -> RunSumma
             try:
                 with _stop_on_signals(stop, reporter):
                     return run_loop(ctx, stop)
-            except SeedFailedError as exc:
+            except (SeedFailedError, DeviceBusyError) as exc:
                 raise RatchetError(str(exc)) from exc
             finally:
                 ctx.ledger.close()
@@ -348,14 +388,10 @@ def inject_message(run_dir: Path, kind: str, text: str, author: str | None = Non
         state = derive_state(ledger)
         if state.run is None:
             raise RatchetError(f"the run in {run_dir} has not started yet; nothing to steer")
-        context = MessageContext(
-            config_ids=state.run.config_ids,
-            idea_ids=list(state.ideas),
-            candidate_shas=[c.sha for c in state.candidates.values() if c.expandable],
-        )
         try:
-            record = parse_message(kind, text, author or _author(), context)
-        except MessageError as exc:
+            code = run_code(run_dir, state) if kind.upper() == MessageKind.CONSTRAINT else None
+            record = build_message(kind, text, author or _author(), state, ledger.messages(), code)
+        except (MessageError, WorkloadLoadError) as exc:
             raise RatchetError(str(exc)) from exc
         return ledger.append(record)
 
@@ -367,10 +403,15 @@ def _author() -> str:
         return "human"
 
 
-def verify_ledger(run_dir: Path) -> VerifyReport:
-    """`ratchet ledger verify`: recompute the whole hash chain."""
+def verify_ledger(run_dir: Path, expect_head: str | None = None) -> VerifyReport:
+    """`ratchet ledger verify`: the whole file and hash chain, against the head journal, the
+    last verified head and (when given) a head recorded elsewhere, 'SEQ:HASH' or 'HASH'."""
+    try:
+        expect = None if expect_head is None else ExpectedHead.parse(expect_head)
+    except ValueError as exc:
+        raise RatchetError(f"--expect-head: {exc}") from None
     with open_run_ledger(run_dir) as ledger:
-        return ledger.verify()
+        return ledger.verify(expect)
 
 
 def show_ledger(run_dir: Path, limit: int | None, after: int = 0) -> list[LedgerEntry]:
@@ -392,7 +433,8 @@ def _workload_of_run(ledger: Ledger, run_dir: Path) -> Workload:
 def run_status(run_dir: Path) -> StatusReport:
     """`ratchet status`."""
     with open_run_ledger(run_dir) as ledger:
-        return build_status(run_dir, ledger)
+        chain = ledger.check()  # a broken chain is shown loudly, not refused
+        return build_status(run_dir, ledger, chain)
 
 
 def checkout(run_dir: Path, sha: str, into: Path | None) -> Path:
@@ -404,12 +446,19 @@ def checkout(run_dir: Path, sha: str, into: Path | None) -> Path:
 def export(run_dir: Path, sha: str | None, out: Path) -> ExportManifest:
     """`ratchet export`: submission.py + manifest.json of the frontier (or `sha`)."""
     with open_run_ledger(run_dir) as ledger:
+        require_chain(ledger, run_dir, "Nothing was exported")
         workload = _workload_of_run(ledger, run_dir)
         return export_candidate(run_dir, ledger, workload, sha, out)
 
 
-def judge_file(path: Path, settings: Settings, configs: str | None) -> JudgeReport:
-    """`ratchet judge FILE.py`: the full judge on a standalone module, against the reference."""
+def judge_file(
+    path: Path,
+    settings: Settings,
+    configs: str | None,
+    progress: Callable[[str], None] | None = None,
+) -> JudgeReport:
+    """`ratchet judge FILE.py`: the full judge on a standalone module, against the reference;
+    `progress` gets a warning before a long judge and a line per stage as it runs."""
     workload = _workload(settings.workload)
     device = resolve_device(settings.device)
     try:
@@ -423,8 +472,11 @@ def judge_file(path: Path, settings: Settings, configs: str | None) -> JudgeRepo
         compile_cache_dir=settings.compile_cache_dir,
     )
     judging, scratch = temporary_judging(workload, device, runner)
+    warning = slow_set_warning(judging, config_ids)
+    if warning and progress:
+        progress("warning: " + warning)
     with scratch:
         try:
-            return judge_module(path.resolve(), workload, judging, config_ids)
+            return judge_module(path.resolve(), workload, judging, config_ids, progress)
         except JudgeFileError as exc:
             raise RatchetError(str(exc)) from exc

@@ -66,9 +66,17 @@ class Settings(BaseModel):
     config_set: str | None = Field(
         default=None, description="Config set to search (default: the workload's for the device)."
     )
-    minutes: float = Field(default=3.0, gt=0, description="Wall-clock budget of this invocation.")
+    minutes: float = Field(
+        default=3.0,
+        gt=0,
+        description="Wall-clock budget of the whole run, summed over its invocations (a resumed "
+        "run goes on with what is left; pass a larger value to search longer).",
+    )
     max_candidates: int | None = Field(
-        default=None, gt=0, description="Stop once the ledger holds this many new candidates."
+        default=None,
+        gt=0,
+        description="Stop once the whole run holds this many candidates (the seed not counted), "
+        "summed over its invocations, like minutes.",
     )
     expander: str = Field(
         default="offline", description="offline, anthropic, openai, openai-chat or replay:FILE."
@@ -127,6 +135,13 @@ class Settings(BaseModel):
         ge=1,
         description="Stop after this many expansions in a row end in provider errors, malformed "
         "replies or other infrastructure failures (each is skipped, never scored).",
+    )
+    max_same_failures: int = Field(
+        default=8,
+        ge=1,
+        description="Stop after this many candidates in a row (in one invocation) fail for one "
+        "identical reason (the same static findings, or the same verdict reason): a CONSTRAINT, "
+        "the workload or the device is at fault, not the ideas.",
     )
     research_every: int = Field(
         default=0, ge=0, description="Run the researcher every N steps (0: on LITERATURE only)."

@@ -39,8 +39,10 @@ from orchestrator.events import (
     StepStarted,
     VerdictDetails,
 )
+from orchestrator.repeats import static_line
 from orchestrator.settings import Settings, default_timing
 from orchestrator.state import SearchState, StepView
+from orchestrator.taint import tainted_line
 from orchestrator.workspace import RunPaths, branch_commit, read_sources, step_branch, tree_of
 from search import (
     ConfigTiming,
@@ -230,9 +232,7 @@ def static_step(ctx: LoopContext, state: SearchState, step: StepView) -> None:
             _verdict(step.sha, Verdict.FAILED_STATIC, report.summary(), Stage.STATIC, details)
         )
     ctx.ledger.append_many(records)
-    ctx.reporter.line(
-        "  static checks: ok" if report.passed else f"  static checks failed:\n{report.summary()}"
-    )
+    ctx.reporter.line(static_line(state, report))  # repeated findings are not printed again
 
 
 def _verdict(
@@ -395,8 +395,7 @@ def sweep_step(ctx: LoopContext, state: SearchState, job: SweepJob) -> Verdict |
     passed = result.outcome is Outcome.PASSED
     if passed and result.tainted and not job.is_seed and retried < ctx.settings.taint_remeasures:
         ctx.ledger.append_many(records)  # the evidence is kept; the step measures again
-        why = "; ".join(result.taint)[:300]
-        ctx.reporter.line(f"  sweep tainted ({why}): measuring again ({retried + 1})")
+        ctx.reporter.line(tainted_line(result.taint, retried + 1, again=True))
         return None
     if not passed:
         verdict = _failed_verdict(job.sha, job.step, Stage.SWEEP, result)
@@ -413,4 +412,6 @@ def sweep_step(ctx: LoopContext, state: SearchState, job: SweepJob) -> Verdict |
     ctx.reporter.line(
         f"  sweep: {decision.verdict.value}: {decision.reason}; {shown} ({result.wall_s:.1f} s)"
     )
+    if result.tainted and not job.is_seed:
+        ctx.reporter.line(tainted_line(result.taint, retried + 1, again=False))
     return decision.verdict

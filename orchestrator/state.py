@@ -36,6 +36,7 @@ class CandidateView:
     agent: str
     message: str
     verdict: Verdict | None = None
+    reason: str = ""
     verdict_stage: str | None = None
     success: bool = False
     objective: float | None = None
@@ -65,6 +66,7 @@ class IdeaView:
     devices: list[str]
     order: int
     author: str = "library"
+    retracted: bool = False
     successes: int = 0
     failures: int = 0
 
@@ -116,7 +118,8 @@ class SearchState:
     ideas: dict[str, IdeaView] = field(default_factory=dict)
     steps: dict[int, StepView] = field(default_factory=dict)
     frontier_sha: str | None = None
-    constraints: list[str] = field(default_factory=list)
+    constraint_messages: dict[int, str] = field(default_factory=dict)
+    retracted: dict[int, int] = field(default_factory=dict)
     config_weights: dict[str, float] = field(default_factory=dict)
     redirect: Redirect | None = None
     literature: list[str] = field(default_factory=list)
@@ -134,6 +137,11 @@ class SearchState:
     latest_message_seq: int = 0
     llm_usd: float = 0.0
     llm_calls: int = 0
+
+    @property
+    def constraints(self) -> list[str]:
+        """CONSTRAINTs in force (retracted ones left out)."""
+        return list(self.constraint_messages.values())
 
     def pending_verification(self) -> tuple[str, str] | None:
         """(frontier, the frontier it replaced) when the current frontier was never verified."""
@@ -215,7 +223,7 @@ class SearchState:
                 order=idea.order,
             )
             for idea in self.ideas.values()
-            if device_kind in idea.devices
+            if device_kind in idea.devices and not idea.retracted
         ]
 
 
@@ -292,6 +300,9 @@ def infrastructure_failure(failed: ExpansionFailed) -> bool:
 def _apply_message(state: SearchState, stored: StoredMessage, human: tuple[float, float]) -> None:
     kind, text, payload = stored.record.kind, stored.record.text, stored.record.payload
     state.latest_message_seq = stored.seq
+    retracted = stored.seq in state.retracted
+    if retracted and kind != MessageKind.IDEA:
+        return  # a retracted message never applied (an idea keeps its history, undrawn)
     if kind == MessageKind.IDEA:
         idea_id = f"human-{stored.seq}"
         state.ideas[idea_id] = IdeaView(
@@ -304,9 +315,10 @@ def _apply_message(state: SearchState, stored: StoredMessage, human: tuple[float
             devices=["cpu", "cuda"],
             order=len(state.ideas),
             author=stored.record.author,
+            retracted=retracted,
         )
     elif kind == MessageKind.CONSTRAINT:
-        state.constraints.append(text)
+        state.constraint_messages[stored.seq] = text
     elif kind == MessageKind.PRIORITY:
         for idea_id, quality in payload.get("ideas", {}).items():
             if idea_id in state.ideas:
@@ -329,7 +341,10 @@ def _apply_message(state: SearchState, stored: StoredMessage, human: tuple[float
 def derive_state(ledger: Ledger, human_prior: tuple[float, float] = (0.75, 1.0)) -> SearchState:
     """Replay the ledger in chain order into a SearchState."""
     state = SearchState()
-    replay: list[StoredEvent | StoredMessage] = [*ledger.events(), *ledger.messages()]
+    messages = ledger.messages()
+    retractions = [m for m in messages if m.record.kind == MessageKind.RETRACT]
+    state.retracted = {int(m.record.payload["seq"]): m.seq for m in retractions}
+    replay: list[StoredEvent | StoredMessage] = [*ledger.events(), *messages]
     for stored in sorted(replay, key=lambda item: item.seq):
         if isinstance(stored.record, EventRecord):
             _apply_event(state, stored.record.kind, stored.record.payload)
@@ -362,6 +377,7 @@ def _apply_candidates(state: SearchState, ledger: Ledger) -> None:
         cand.verdict_stage = verdict.stage
         cand.success = bool(verdict.details.get("success", False))
         cand.objective = verdict.objective
+        cand.reason = verdict.reason
         cand.details = verdict.details
         if cand.step in state.steps:
             state.steps[cand.step].verdict = cand.verdict

@@ -7,8 +7,9 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from ledger import Ledger
+from ledger import Ledger, VerifyReport
 from orchestrator.state import SearchState, derive_state
+from orchestrator.taint import TaintSummary, describe_taint, taint_summary
 from search import IdeaArm, PriorStrength, Verdict, posterior_parameters
 
 
@@ -42,10 +43,13 @@ class MessageStatus(BaseModel):
     """An injected message."""
 
     seq: int = Field(description="Ledger position.")
-    kind: str = Field(description="IDEA, CONSTRAINT, PRIORITY, LITERATURE or REDIRECT.")
+    kind: str = Field(description="IDEA, CONSTRAINT, PRIORITY, LITERATURE, REDIRECT or RETRACT.")
     text: str = Field(description="As written.")
     author: str = Field(description="Who injected it.")
     created_at: str = Field(description="When.")
+    retracted_by: int | None = Field(
+        default=None, description="Seq of the RETRACT that withdrew it (None: in force)."
+    )
 
 
 class StatusReport(BaseModel):
@@ -66,6 +70,7 @@ class StatusReport(BaseModel):
     ideas: list[IdeaStatus] = Field(description="Idea arms and their outcomes.")
     messages: list[MessageStatus] = Field(description="Injected messages in order.")
     constraints: list[str] = Field(description="CONSTRAINTs in force.")
+    taint: TaintSummary = Field(description="Full sweeps measured under contention, and why.")
     noise_floor: float | None = Field(description="Calibrated A/A floor the promotions use.")
     noise_by_class: dict[str, float] = Field(description="A/A excursion per config class.")
     device_peaks: dict[str, float] = Field(description="Measured by qualification.")
@@ -75,6 +80,14 @@ class StatusReport(BaseModel):
     demoted: list[str] = Field(description="Frontiers whose claim did not replicate.")
     ledger_entries: int = Field(description="Entries in the hash chain.")
     ledger_head: str = Field(description="Hash of the last entry.")
+    ledger_verified: bool | None = Field(
+        default=None,
+        description="Whether the chain checked out (incrementally from the last verified head) "
+        "before this report was built; None when it was not checked.",
+    )
+    ledger_problem: str | None = Field(
+        default=None, description="What does not verify, when ledger_verified is false."
+    )
 
 
 def _frontier(state: SearchState) -> FrontierStatus | None:
@@ -122,8 +135,9 @@ def _ideas(state: SearchState) -> list[IdeaStatus]:
     return out
 
 
-def build_status(run_dir: Path, ledger: Ledger) -> StatusReport:
-    """Everything `ratchet status` shows, derived from the ledger."""
+def build_status(run_dir: Path, ledger: Ledger, chain: VerifyReport | None = None) -> StatusReport:
+    """Everything `ratchet status` shows, derived from the ledger (and the chain check's
+    outcome, when one was made)."""
     state = derive_state(ledger)
     run = state.run
     verdicts = Counter(c.verdict.value for c in state.candidates.values() if c.verdict)
@@ -157,10 +171,12 @@ def build_status(run_dir: Path, ledger: Ledger) -> StatusReport:
                 text=m.record.text,
                 author=m.record.author,
                 created_at=m.created_at,
+                retracted_by=state.retracted.get(m.seq),
             )
             for m in ledger.messages()
         ],
         constraints=state.constraints,
+        taint=taint_summary(ledger),
         noise_floor=state.noise_floor(run.config_set) if run else None,
         noise_by_class=dict(state.noise_floors.get(run.config_set, {}).get("classes", {}))
         if run
@@ -176,6 +192,8 @@ def build_status(run_dir: Path, ledger: Ledger) -> StatusReport:
         demoted=sorted(state.demoted),
         ledger_entries=head_seq,
         ledger_head=head_hash,
+        ledger_verified=None if chain is None else chain.ok,
+        ledger_problem=None if chain is None else chain.problem,
     )
 
 
@@ -204,7 +222,9 @@ def format_status(report: StatusReport) -> str:
             f"[{idea.source}] {idea.text[:60]}"
         )
     for m in report.messages:
-        lines.append(f"message #{m.seq} {m.kind} by {m.author}: {m.text[:70]}")
+        withdrawn = f" (retracted by #{m.retracted_by})" if m.retracted_by else ""
+        lines.append(f"message #{m.seq} {m.kind} by {m.author}: {m.text[:70]}{withdrawn}")
+    lines.extend(describe_taint(report.taint, "in this run"))
     if report.llm_calls:
         lines.append(f"LLM: {report.llm_calls} calls, ${report.llm_usd:.2f}")
     for sha, verdict in report.verifications.items():
@@ -212,5 +232,22 @@ def format_status(report: StatusReport) -> str:
     if report.noise_floor is not None:
         classes = ", ".join(f"{k} {v:.2%}" for k, v in report.noise_by_class.items())
         lines.append(f"noise floor {report.noise_floor:.2%} (A/A by config class: {classes})")
-    lines.append(f"ledger: {report.ledger_entries} entries, head {report.ledger_head[:16]}")
-    return "\n".join(lines)
+    checked = "" if report.ledger_verified is None else " (verified)"
+    if report.ledger_verified is False:
+        checked = " (NOT VERIFIED)"
+    lines.append(
+        f"ledger: {report.ledger_entries} entries, head "
+        f"{report.ledger_entries}:{report.ledger_head}{checked}"
+    )
+    warning = chain_warning(report)
+    return "\n".join([warning, *lines, warning] if warning else lines)
+
+
+def chain_warning(report: StatusReport) -> str | None:
+    """The loud line a status whose ledger does not verify starts and ends with."""
+    if report.ledger_verified is not False:
+        return None
+    return (
+        f"WARNING: the ledger's hash chain does NOT verify: {report.ledger_problem}. Nothing "
+        f"in this status can be trusted; run 'ratchet ledger verify --run-dir {report.run_dir}'"
+    )

@@ -6,10 +6,9 @@ from __future__ import annotations
 import secrets
 
 from harness.models import ArmKind, ArmSpec, EvaluationRequest, Outcome
-from harness.runner import run_evaluation
 from harness.trials import correctness_trials, new_salt
 from ledger import Record
-from orchestrator.evaluation import commit_arm, ratio_dict
+from orchestrator.evaluation import commit_arm, judge, ratio_dict
 from orchestrator.events import EventKind, FrontierDemoted, Verification
 from orchestrator.settings import default_timing
 from orchestrator.stages import LoopContext, estimate
@@ -64,7 +63,7 @@ def verify_frontier(ctx: LoopContext, sha: str, against: str, step: int) -> Veri
         torch_threads=judging.torch_threads,
         device_peaks=judging.device_peaks,
     )
-    result = run_evaluation(request, ctx.paths.evals / f"verify-{sha[:12]}", judging.runner)
+    result = judge(judging, request, ctx.paths.evals / f"verify-{sha[:12]}")
     ratios = {other: result.aggregate(other) for other in ("frontier", "twin", "planted")}
     replication, aa, planted = (estimate(ratios[k]) for k in ("frontier", "twin", "planted"))
     if result.outcome is Outcome.PASSED and replication and aa and planted:

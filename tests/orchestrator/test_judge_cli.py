@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from harness.runner import RunnerSettings
 from kernels.candidate_tree import write_tree
 from kernels.track3.workload import track3_workload
 from orchestrator import cli
+from orchestrator.judge_file import slow_set_warning, temporary_judging
 from tests.harness.cheat_corpus import CHEATS
 
 pytestmark = pytest.mark.slow
@@ -98,3 +102,67 @@ def test_version_and_no_abbreviated_flags(capsys: pytest.CaptureFixture[str]) ->
     missing = "/nonexistent/ratchet.toml"
     assert cli.main(["run", "--config", missing, "--run-dir", "/nonexistent/run"]) == 2
     assert f"config file {missing} does not exist" in capsys.readouterr().err
+
+
+def test_messages_name_the_users_file_and_never_end_on_an_empty_cause(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RATCHET_LOCK_DIR", str(tmp_path / "locks"))
+    module = tmp_path / "my_kernel.py"
+    module.write_text("import torch\nimport os\n" + track3_workload().seed_bundle())
+    code, report = _run(["judge", str(module), "--device", "cpu", "--json"], capsys)
+    assert code == 2 and f"{module}:2:" in str(report["message"])
+    assert "candidate.py" not in str(report["message"])
+    wrong = next(c for c in CHEATS if c.name == "mask_ignored")
+    module.write_text(wrong.source())
+    code, report = _run(
+        ["judge", str(module), "--device", "cpu", "--configs", "screen", "--json"], capsys
+    )
+    message = str(report["message"])
+    assert code == 2 and "elements outside the tolerance" in message, message
+    assert not message.rstrip().endswith(":")
+
+
+def test_progress_goes_to_stderr_config_by_config(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RATCHET_LOCK_DIR", str(tmp_path / "locks"))
+    module = tmp_path / "submission.py"
+    module.write_text(track3_workload().seed_bundle())
+    code = cli.main(["judge", str(module), "--device", "cpu", "--configs", "cpu-2,cpu-5"])
+    captured = capsys.readouterr()
+    assert code in (0, 3), captured.out
+    for config in ("cpu-2", "cpu-5"):
+        assert f"config {config}: correctness" in captured.err
+        assert f"config {config}: timing" in captured.err
+    assert "2/2 configs" in captured.err and captured.out.startswith(("PASSED", "TAINTED"))
+
+
+def test_a_tainted_pass_is_not_trustworthy_and_has_its_own_exit_code(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RATCHET_LOCK_DIR", str(tmp_path / "locks"))
+    module = tmp_path / "submission.py"
+    module.write_text(track3_workload().seed_bundle())
+    burn = "import time\nend = time.time() + 120\nwhile time.time() < end:\n    pass\n"
+    burners = [subprocess.Popen([sys.executable, "-c", burn]) for _ in range(2)]
+    try:
+        code = cli.main(["judge", str(module), "--device", "cpu", "--configs", "cpu-2"])
+    finally:
+        for proc in burners:
+            proc.kill()
+            proc.wait()
+    out = capsys.readouterr().out
+    assert code == cli.EXIT_TAINTED == 3, out
+    assert out.startswith("TAINTED PASSED") and "NOT trustworthy" in out
+
+
+def test_a_long_judge_on_the_cpu_is_announced() -> None:
+    workload = track3_workload()
+    runner = RunnerSettings(lock_dir=Path("/tmp"), code_root=Path("."))
+    judging, scratch = temporary_judging(workload, "cpu", runner)
+    with scratch:
+        official = list(workload.config_set("official").config_ids)
+        warning = slow_set_warning(judging, official)
+        assert warning and "oracle" in warning and "--configs screen" in warning
+        assert slow_set_warning(judging, ["cpu-2"]) is None

@@ -13,6 +13,8 @@ CTX = MessageContext(
         "abcdef0123456789abcdef0123456789abcdef01",
         "abc0000000000000000000000000000000000000",
     ],
+    tunables={"normalize": ["divide", "fused_softmax"], "exp_passes": ["twice", "once"]},
+    retractable={12: "CONSTRAINT forbid normalize=fused_softmax", 15: "IDEA fuse rows"},
 )
 
 
@@ -28,6 +30,11 @@ def test_idea_and_literature_are_free_text() -> None:
 def test_constraint_is_parsed_into_a_check() -> None:
     record = parse_message("CONSTRAINT", "forbid normalize=fused_softmax", "ana", CTX)
     assert record.payload["tunable"] == "normalize" and record.payload["value"] == "fused_softmax"
+
+
+def test_retract_names_a_message_in_force() -> None:
+    assert parse_message("RETRACT", "12", "ana", CTX).payload == {"seq": 12}
+    assert parse_message("retract", "#15", "ana", CTX).payload == {"seq": 15}
 
 
 def test_priority_targets_ideas_and_configs() -> None:
@@ -60,6 +67,15 @@ def test_redirect_configs_parent_and_reset() -> None:
         ("PRIORITY", "config:s1=1e999", "not a finite number"),
         ("PRIORITY", "idea:reuse-exp=1e999", "not a finite number"),
         ("IDEA", "fuse \udcff the rows", "not valid UTF-8"),
+        # A tunable name with no value once failed every later candidate (72 steps).
+        ("CONSTRAINT", "forbid exp_passes", "'forbid exp_passes=twice', 'forbid exp_passes=once'"),
+        ("CONSTRAINT", "forbid exp_passes", "expected 'forbid TUNABLE=VALUE'"),
+        ("CONSTRAINT", "forbid nosuchtunable=1", "unknown tunable 'nosuchtunable'"),
+        ("CONSTRAINT", "forbid nosuchtunable=1", "normalize=divide|fused_softmax"),
+        ("CONSTRAINT", "forbid normalize=bogus", "its values: divide, fused_softmax"),
+        ("RETRACT", "13", "no message in force"),
+        ("RETRACT", "13", "12: CONSTRAINT forbid normalize=fused_softmax"),
+        ("RETRACT", "the constraint", "not a message id"),
     ],
 )
 def test_bad_messages_are_refused_with_the_expected_format(

@@ -154,6 +154,19 @@ def test_export_is_standalone_and_passes_the_gate(run_dir: Path, tmp_path: Path)
     assert result.outcome is Outcome.PASSED, result.message
 
 
+def test_the_manifest_head_is_the_chain_head_and_checks_with_expect_head(
+    run_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    manifest = service.export(run_dir, None, tmp_path / "export")
+    with Ledger.open_path(run_dir / "ledger.sqlite", create=False) as ledger:
+        seq, head_hash = ledger.head()
+    assert manifest.ledger_head == f"{seq}:{head_hash}"
+    verify = ["ledger", "verify", "--run-dir", str(run_dir), "--expect-head"]
+    assert cli.main([*verify, manifest.ledger_head]) == 0
+    assert cli.main([*verify, f"{seq + 1}:{head_hash}"]) == 1
+    assert "(expected_head)" in capsys.readouterr().err
+
+
 def test_device_qualified_and_noise_floor_calibrated_once(run_dir: Path) -> None:
     with Ledger.open_path(run_dir / "ledger.sqlite", create=False) as ledger:
         qualified = ledger.events("device_qualified")
