@@ -6,6 +6,7 @@ import fcntl
 import os
 import re
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
@@ -36,16 +37,39 @@ class DeviceLock:
             raise RuntimeError(f"device lock {self.path} is not held")
         return self._fd
 
-    def acquire(self, timeout_s: float, poll_s: float = 0.05) -> None:
-        """Take the lock, waiting up to timeout_s; DeviceBusyError names the lock file."""
+    def holder(self) -> str:
+        """The pid the lock file names (the last process that took it), or '?'."""
+        try:
+            return self.path.read_text(encoding="ascii").strip() or "?"
+        except (OSError, UnicodeDecodeError):
+            return "?"
+
+    def acquire(
+        self,
+        timeout_s: float,
+        poll_s: float = 0.05,
+        on_wait: Callable[[str], None] | None = None,
+    ) -> None:
+        """Take the lock, waiting up to timeout_s; DeviceBusyError names the lock file.
+        `on_wait` hears when a wait starts, every 30 s of it, and when it ends."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
-        deadline = time.monotonic() + timeout_s
+        started = time.monotonic()
+        deadline, next_report = started + timeout_s, started
         while True:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                if on_wait is not None and next_report > started:
+                    on_wait(f"got the device lock after {time.monotonic() - started:.0f} s")
                 break
             except BlockingIOError:
+                now = time.monotonic()
+                if on_wait is not None and now >= next_report:
+                    on_wait(
+                        f"waiting for the device lock {self.path} (held by pid {self.holder()}; "
+                        f"{now - started:.0f} s of at most {timeout_s:.0f} s)"
+                    )
+                    next_report = now + 30.0
                 if time.monotonic() >= deadline:
                     os.close(fd)
                     raise DeviceBusyError(

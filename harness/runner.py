@@ -283,7 +283,7 @@ def run_evaluation(
     request_path.write_text(request.model_dump_json(indent=2), encoding="utf-8")
     nonce = secrets.token_hex(16)
     with DeviceLock(settings.lock_dir, request.device) as lock:
-        lock.acquire(settings.lock_timeout_s)
+        lock.acquire(settings.lock_timeout_s, on_wait=progress)
         report_r, report_w = os.pipe()
         with open(log_path, "wb") as log:
             try:

@@ -397,13 +397,22 @@ def _tunable_findings(
     tunables, space = read_literal(tree, "TUNABLES"), read_literal(tree, "TUNABLE_SPACE")
     if not isinstance(tunables, dict):
         return
+    line = next(
+        (
+            node.lineno
+            for node in tree.body
+            if isinstance(node, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == "TUNABLES" for t in node.targets)
+        ),
+        0,
+    )
     for key, value in tunables.items():
         allowed = space.get(key, {}).get("values") if isinstance(space, dict) else None
         if allowed is not None and value not in allowed:
             yield Finding(
                 rule=Rule.TUNABLE_OUT_OF_SPACE,
                 file=file,
-                line=0,
+                line=line,
                 message=f"TUNABLES[{key!r}] = {value!r} is not one of {allowed}",
             )
         for c in constraints:
@@ -411,7 +420,7 @@ def _tunable_findings(
                 yield Finding(
                     rule=Rule.CONSTRAINT,
                     file=file,
-                    line=0,
+                    line=line,
                     message=f"TUNABLES[{key!r}] = {value!r} is forbidden by CONSTRAINT {c.text!r}",
                 )
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -21,6 +22,18 @@ def test_second_holder_waits_then_times_out(tmp_path: Path) -> None:
         DeviceLock(tmp_path, "cuda:0").acquire(0.2)  # another device is free
     with DeviceLock(tmp_path, "cpu") as again:
         again.acquire(0.2)
+
+
+def test_a_wait_for_the_lock_is_reported_with_its_holder(tmp_path: Path) -> None:
+    heard: list[str] = []
+    with DeviceLock(tmp_path, "cpu") as first:
+        first.acquire(1)
+        with pytest.raises(DeviceBusyError):
+            DeviceLock(tmp_path, "cpu").acquire(0.2, on_wait=heard.append)
+    assert len(heard) == 1 and f"held by pid {os.getpid()}" in heard[0]
+    with DeviceLock(tmp_path, "cpu") as free:
+        free.acquire(0.2, on_wait=heard.append)
+    assert len(heard) == 1  # a lock taken at once is not a wait
 
 
 def test_lock_is_held_by_the_child_after_the_parent_dies(tmp_path: Path) -> None:

@@ -163,3 +163,11 @@ def test_every_module_of_a_package_is_checked() -> None:
     sources = {"candidate.py": f"from .helpers import scale\n{GOOD}", "helpers.py": "import os\n"}
     report = check_sources(sources, POLICY, "candidate.py", [])
     assert [(f.file, f.rule) for f in report.findings] == [("helpers.py", Rule.FORBIDDEN_IMPORT)]
+
+
+def test_a_tunable_finding_names_the_line_of_tunables() -> None:
+    source = GOOD + "\nTUNABLE_SPACE = {'a': {'values': [1, 2]}}\nTUNABLES = {'a': 3}\n"
+    report = check_sources({"candidate.py": source}, POLICY, "candidate.py", [])
+    [finding] = report.findings
+    assert finding.rule is Rule.TUNABLE_OUT_OF_SPACE
+    assert finding.line == source.splitlines().index("TUNABLES = {'a': 3}") + 1
