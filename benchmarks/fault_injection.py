@@ -263,20 +263,26 @@ def bad_inputs(session: Session, run_dir: Path) -> list[Probe]:
     """Inputs a user gets wrong: a clean message, a non-zero exit, nothing written."""
     afile = session.root / "a-file"
     afile.write_text("x")
-    utf8 = session.root / "bad.txt"
-    utf8.write_bytes(b"IDEA \xff\xfe not utf-8")
+    seed = subprocess.run(
+        ["git", "-C", str(run_dir / "repo"), "rev-list", "--max-parents=0", "--all"],
+        capture_output=True,
+        text=True,
+    ).stdout.split()[0]
     cases = [
         ("run --run-dir FILE", ("run", "--run-dir", str(afile), "--device", "cpu")),
         ("export --out FILE", ("export", "--run-dir", str(run_dir), "--out", str(afile))),
-        ("checkout --into FILE", ("checkout", "--run-dir", str(run_dir), "--into", str(afile))),
+        (
+            "checkout --into FILE",
+            ("checkout", "--run-dir", str(run_dir), "--into", str(afile), seed),
+        ),
         ("PRIORITY 1e999", ("inject", "--run-dir", str(run_dir), "PRIORITY", "config:s1=1e999")),
         (
             "CONSTRAINT naming no tunable",
             ("inject", "--run-dir", str(run_dir), "CONSTRAINT", "forbid nosuchtunable=1"),
         ),
         (
-            "inject file with invalid UTF-8",
-            ("inject", "--run-dir", str(run_dir), "IDEA", "--file", str(utf8)),
+            "inject text with invalid UTF-8",
+            ("inject", "--run-dir", str(run_dir), "IDEA", "fuse \udcff\udcfe layers"),
         ),
         (
             "--workload module:factory that does not exist",
@@ -293,7 +299,7 @@ def bad_inputs(session: Session, run_dir: Path) -> list[Probe]:
         ("judge a missing file", ("judge", str(session.root / "missing.py"), "--device", "cpu")),
         ("status of a dir that is no run", ("status", "--run-dir", str(session.root / "nothing"))),
         (
-            "abbreviated flag --config FILE to run",
+            "abbreviated flag --max-cand to run",
             ("run", "--run-dir", str(session.root / "ab"), "--max-cand", "3"),
         ),
     ]
