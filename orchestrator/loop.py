@@ -27,7 +27,7 @@ from orchestrator.state import SearchState, StepView, derive_state, infrastructu
 from orchestrator.taint import TaintSummary, taint_summary
 from orchestrator.verification import verify_frontier
 from orchestrator.workspace import read_file
-from search import IdeaArm, PriorStrength, Verdict, choose_idea, choose_parent
+from search import IdeaArm, PriorStrength, SpeedBand, Verdict, choose_idea, choose_parent
 
 
 class SeedFailedError(RuntimeError):
@@ -108,6 +108,14 @@ def open_ideas(
     return remaining or arms
 
 
+def speed_band(ctx: LoopContext, state: SearchState) -> SpeedBand | None:
+    """Parents within the noise floor of the frontier's objective (None: no frontier yet)."""
+    frontier = state.candidates.get(state.frontier_sha or "")
+    if frontier is None or frontier.objective is None or frontier.objective <= 0:
+        return None
+    return SpeedBand(frontier_objective=frontier.objective, noise_floor=ctx.noise_floor)
+
+
 def choose_step(ctx: LoopContext, state: SearchState) -> StepStarted:
     """Draw a parent (clade metaproductivity) and an idea (rubric priors) for the next step."""
     number = state.next_step
@@ -116,7 +124,7 @@ def choose_step(ctx: LoopContext, state: SearchState) -> StepStarted:
     forced_parent = redirect.parent if redirect and number <= redirect.until_step else None
     parent_theta: float | None = None
     if forced_parent is None:
-        parent = choose_parent(state.lineage(exhausted(ctx, state)), rng)
+        parent = choose_parent(state.lineage(exhausted(ctx, state)), rng, speed_band(ctx, state))
         parent_sha, parent_theta = parent.node_id, parent.theta
     else:
         parent_sha = forced_parent

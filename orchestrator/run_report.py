@@ -7,6 +7,7 @@ import shlex
 from pathlib import Path
 
 from orchestrator.loop import RunSummary
+from orchestrator.provenance import format_gains, frontier_gains
 from orchestrator.taint import describe_taint
 
 
@@ -39,6 +40,7 @@ def format_run_end(summary: RunSummary, run_dir: Path, program: str = "ratchet")
         )
         for cid, value in frontier.details.get("per_config_speedup", {}).items():
             lines.append(f"    config {cid:>8}: {value:.3f}x")
+        lines.extend(format_gains(frontier_gains(state)))
     if summary.taint is not None:
         lines.extend(describe_taint(summary.taint, "in this invocation"))
     lines.extend(next_steps(run_dir, program))

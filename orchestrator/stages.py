@@ -21,9 +21,9 @@ from harness.models import EvaluationResult, Outcome, RatioStats
 from harness.static_checks import check_sources, parse_constraint
 from kernels.workload import ConfigSet, Workload
 from ledger import CandidateRecord, Ledger, Record, VerdictRecord
+from orchestrator.arms import recombination_donors, screen_arms, sweep_arms
 from orchestrator.evaluation import (
     BASELINE_ARM,
-    REFERENCE_SHA,
     Judging,
     StageRequest,
     evaluation_records,
@@ -146,7 +146,7 @@ def expand_step(ctx: LoopContext, state: SearchState, step: StepView) -> None:
             quality=idea.quality,
         ),
         constraints=state.constraints,
-        donor_shas=[sha for sha in [frontier] if sha],
+        donor_shas=recombination_donors(state, started.parent_sha),
         frontier_sha=frontier,
         step=number,
         context=ctx.context_for(state, started) if ctx.context_for else None,
@@ -276,7 +276,7 @@ def screen_step(ctx: LoopContext, state: SearchState, step: StepView) -> None:
         step=number,
         sha=step.sha,
         stage=Stage.SCREEN,
-        arms={"candidate": step.sha, "parent": step.started.parent_sha},
+        arms=screen_arms(step.sha, step.started.parent_sha, state.frontier_sha),
         config_ids=configs,
         timing=ctx.settings.screen_timing or default_timing(ctx.device, "screen"),
         config_weights=state.config_weights,
@@ -290,6 +290,8 @@ def screen_step(ctx: LoopContext, state: SearchState, step: StepView) -> None:
         return
     vs_parent = estimate(result.aggregate("parent"))
     text = f"{vs_parent.describe()} vs parent" if vs_parent else "no timing"
+    vs_frontier = estimate(result.aggregate("frontier"))
+    text += f", {vs_frontier.describe()} vs frontier" if vs_frontier else ""
     if vs_parent is not None and not screen_filter(vs_parent, ctx.noise_floor):
         details = VerdictDetails(
             step=number, success=False, vs_parent=ratio_dict(result.aggregate("parent"))
@@ -301,17 +303,6 @@ def screen_step(ctx: LoopContext, state: SearchState, step: StepView) -> None:
         return
     ctx.ledger.append_many(records)
     ctx.reporter.line(f"  screen: correct, {text} ({result.wall_s:.1f} s)")
-
-
-def sweep_arms(sha: str, parent: str | None, frontier: str | None) -> dict[str, str]:
-    """Candidate, parent, baseline and (when it is not the parent) the frontier."""
-    arms = {"candidate": sha}
-    if parent is not None:
-        arms["parent"] = parent
-    arms[BASELINE_ARM] = REFERENCE_SHA
-    if frontier is not None and frontier != parent and frontier != sha:
-        arms["frontier"] = frontier
-    return arms
 
 
 @dataclass(frozen=True)

@@ -195,6 +195,7 @@ class SearchState:
                     parent_id=cand.parent_sha,
                     expandable=cand.expandable and cand.sha not in exhausted,
                     outcome=outcome,
+                    objective=cand.objective,
                 )
             )
         for number, step in self.steps.items():

@@ -8,6 +8,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from ledger import Ledger, VerifyReport
+from orchestrator.provenance import FrontierGain, format_gains, frontier_gains
 from orchestrator.state import SearchState, derive_state
 from orchestrator.taint import TaintSummary, describe_taint, taint_summary
 from search import IdeaArm, PriorStrength, Verdict, posterior_parameters
@@ -78,6 +79,10 @@ class StatusReport(BaseModel):
     llm_usd: float = Field(description="What they cost.")
     verifications: dict[str, str] = Field(description="Verifier verdict per frontier sha.")
     demoted: list[str] = Field(description="Frontiers whose claim did not replicate.")
+    gains: list[FrontierGain] = Field(
+        default_factory=list,
+        description="Steps from the seed to the frontier: discovered by the search or by hand.",
+    )
     ledger_entries: int = Field(description="Entries in the hash chain.")
     ledger_head: str = Field(description="Hash of the last entry.")
     ledger_verified: bool | None = Field(
@@ -190,6 +195,7 @@ def build_status(run_dir: Path, ledger: Ledger, chain: VerifyReport | None = Non
         llm_usd=state.llm_usd,
         verifications=state.verifications,
         demoted=sorted(state.demoted),
+        gains=frontier_gains(state),
         ledger_entries=head_seq,
         ledger_head=head_hash,
         ledger_verified=None if chain is None else chain.ok,
@@ -215,6 +221,7 @@ def format_status(report: StatusReport) -> str:
         )
         for cid, value in f.per_config_speedup.items():
             lines.append(f"    config {cid:>8}: {value:.3f}x")
+        lines.extend(format_gains(report.gains))
     lines.append("ideas (trials/successes, posterior mean):")
     for idea in sorted(report.ideas, key=lambda i: -i.posterior_mean):
         lines.append(

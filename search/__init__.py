@@ -1,6 +1,6 @@
 """Pure search decisions: verdicts, lineage, parent and idea sampling, and the objective."""
 
-from search.candidate_sampler import ParentChoice, choose_parent
+from search.candidate_sampler import ParentChoice, SpeedBand, choose_parent
 from search.idea_sampler import (
     IdeaArm,
     IdeaChoice,
@@ -50,6 +50,7 @@ __all__ = [
     "ParentChoice",
     "PriorStrength",
     "RatioEstimate",
+    "SpeedBand",
     "Verdict",
     "VerdictEvidence",
     "VerificationDecision",

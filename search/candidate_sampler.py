@@ -20,14 +20,41 @@ class ParentChoice(BaseModel):
     successes: int = Field(ge=0, description="SUCCESS outcomes in its clade.")
     failures: int = Field(ge=0, description="FAILURE outcomes in its clade.")
     eligible_count: int = Field(ge=1, description="Number of expandable nodes that competed.")
+    slower_excluded: int = Field(
+        default=0,
+        ge=0,
+        description="Expandable nodes left out as clearly slower than the frontier.",
+    )
 
 
-def choose_parent(nodes: Sequence[LineageNode], rng: np.random.Generator) -> ParentChoice:
-    """Draw theta ~ Beta(1 + s, 1 + f) per expandable node over its clade and take the argmax."""
+class SpeedBand(BaseModel):
+    """Which nodes are fast enough to be parents: none measured clearly slower than the
+    frontier (beyond the noise floor) competes with it, so a slow node is never expanded over
+    the frontier by the chance of a lucky draw."""
+
+    model_config = ConfigDict(frozen=True)
+
+    frontier_objective: float = Field(gt=0, description="The frontier's objective.")
+    noise_floor: float = Field(ge=0, description="Relative noise floor of the device, e.g. 0.02.")
+
+    def admits(self, node: LineageNode) -> bool:
+        """Not measured clearly slower than the frontier (unmeasured nodes are admitted)."""
+        if node.objective is None:
+            return True
+        return node.objective * (1 + self.noise_floor) >= self.frontier_objective
+
+
+def choose_parent(
+    nodes: Sequence[LineageNode], rng: np.random.Generator, band: SpeedBand | None = None
+) -> ParentChoice:
+    """Draw theta ~ Beta(1 + s, 1 + f) per expandable node over its clade and take the argmax,
+    among the nodes the speed band admits (all expandable ones when it admits none)."""
     counts = count_clades(nodes)
     # Sorted so the draws do not depend on the order the caller listed the nodes in
     # (e.g. database row order): the same generator state always gives the same parent.
-    eligible = sorted(node.node_id for node in nodes if node.expandable)
+    expandable = sorted((node for node in nodes if node.expandable), key=lambda n: n.node_id)
+    fast = [node for node in expandable if band is None or band.admits(node)]
+    eligible = [node.node_id for node in (fast or expandable)]
     if not eligible:
         raise ValueError(
             f"no expandable node among {len(nodes)} lineage nodes; at least the seed must be "
@@ -44,4 +71,5 @@ def choose_parent(nodes: Sequence[LineageNode], rng: np.random.Generator) -> Par
         successes=counts[chosen].successes,
         failures=counts[chosen].failures,
         eligible_count=len(eligible),
+        slower_excluded=len(expandable) - len(eligible),
     )

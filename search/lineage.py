@@ -30,6 +30,10 @@ class LineageNode(BaseModel):
     outcome: NodeOutcome = Field(
         description="SUCCESS/FAILURE of the expansion that made it; UNTRIED for roots or unjudged."
     )
+    objective: float | None = Field(
+        default=None,
+        description="Its measured objective (higher is faster); None when it has none.",
+    )
 
 
 class CladeCount(BaseModel):

@@ -80,7 +80,8 @@ class Decision(BaseModel):
 
     verdict: Verdict = Field(description="Outcome with respect to the frontier.")
     success: bool = Field(
-        description="Correct and clearly faster than its parent (the candidate sampler's signal)."
+        description="Correct and, on the objective, clearly faster than the frontier (promoted) "
+        "or than its parent, its nearest measured ancestor (the candidate sampler's signal)."
     )
     reason: str = Field(description="One sentence with the numbers behind the verdict.")
 
@@ -159,4 +160,4 @@ def decide_verdict(evidence: VerdictEvidence, noise_floor: float) -> Decision:
     else:
         verdict = Verdict.INCONCLUSIVE
         reason = "candidate is correct but has no timing estimate against its parent or frontier"
-    return Decision(verdict=verdict, success=success, reason=reason)
+    return Decision(verdict=verdict, success=success or verdict is Verdict.PROMOTED, reason=reason)

@@ -7,7 +7,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from search.candidate_sampler import choose_parent
+from search.candidate_sampler import SpeedBand, choose_parent
 from search.lineage import LineageNode, NodeOutcome
 from tests.search.beta_math import binomial_band, probability_greater
 
@@ -126,3 +126,41 @@ def test_no_expandable_node_is_an_error() -> None:
 def test_lineage_errors_propagate() -> None:
     with pytest.raises(ValueError, match="unknown parent"):
         choose_parent([node("x", "nowhere", S)], np.random.default_rng(0))
+
+
+def timed(
+    node_id: str, parent_id: str | None, outcome: NodeOutcome, objective: float
+) -> LineageNode:
+    """An expandable node with a measured objective."""
+    return LineageNode(
+        node_id=node_id, parent_id=parent_id, expandable=True, outcome=outcome, objective=objective
+    )
+
+
+def test_a_node_clearly_slower_than_the_frontier_is_never_expanded_over_it() -> None:
+    # Run 4's case: a 2.7x node with a lucky clade against a 14x frontier with none.
+    nodes = [
+        timed("seed", None, U, 1.0),
+        timed("slow", "seed", S, 2.7),
+        *children("slow", "s", S, 3),
+        timed("frontier", "seed", S, 14.0),
+        timed("close", "frontier", F, 13.9),  # within the 2% floor: competes
+    ]
+    band = SpeedBand(frontier_objective=14.0, noise_floor=0.02)
+    rng = np.random.default_rng(4)
+    picks = Counter(choose_parent(nodes, rng, band).node_id for _ in range(DRAWS))
+    assert set(picks) == {"frontier", "close"}
+    assert choose_parent(nodes, rng, band).slower_excluded == 2
+    # Without the band the slow clade wins most draws: the guard is what stops it.
+    assert choice_counts(nodes, 4)["slow"] > DRAWS // 4
+
+
+def test_the_band_admits_unmeasured_nodes_and_falls_back_when_it_admits_none() -> None:
+    band = SpeedBand(frontier_objective=10.0, noise_floor=0.01)
+    assert band.admits(node("unmeasured", None, U))
+    assert band.admits(timed("equal", None, U, 10.0 / 1.01))
+    assert not band.admits(timed("slower", None, U, 9.8))
+    # The frontier itself exhausted, only slower nodes left: they compete rather than none.
+    nodes = [timed("a", None, U, 2.0), timed("b", "a", S, 3.0)]
+    choice = choose_parent(nodes, np.random.default_rng(0), band)
+    assert choice.node_id in {"a", "b"} and choice.slower_excluded == 0

@@ -1,0 +1,40 @@
+"""Arms and donors of a step: the screen sees the frontier, recombination any measured pair."""
+
+from __future__ import annotations
+
+from orchestrator.arms import MAX_DONORS, recombination_donors, screen_arms
+from orchestrator.state import CandidateView, SearchState
+from search import Verdict
+
+
+def _measured(sha: str, objective: float, verdict: Verdict = Verdict.REJECTED) -> CandidateView:
+    return CandidateView(
+        sha=sha,
+        tree_sha="t" + sha,
+        parent_sha="seed",
+        step=int(objective * 10),
+        idea_id=None,
+        agent="offline",
+        message="",
+        verdict=verdict,
+        verdict_stage="sweep",
+        objective=objective,
+    )
+
+
+def test_the_screen_times_the_frontier_when_it_is_not_the_parent() -> None:
+    assert screen_arms("c", "p", "f") == {"candidate": "c", "parent": "p", "frontier": "f"}
+    assert screen_arms("c", "p", "p") == {"candidate": "c", "parent": "p"}
+    assert screen_arms("c", "p", None) == {"candidate": "c", "parent": "p"}
+
+
+def test_any_measured_candidate_but_the_parent_may_donate() -> None:
+    state = SearchState()
+    cands = [_measured("a", 1.5), _measured("b", 3.0, Verdict.PROMOTED), _measured("c", 2.0)]
+    screened_out = _measured("d", 9.0)
+    screened_out.verdict_stage = "screen"  # never fully measured: no donor
+    state.candidates = {c.sha: c for c in [*cands, screened_out]}
+    assert recombination_donors(state, "c") == ["b", "a"]  # fastest first, not only the frontier
+    many = {f"x{i}": _measured(f"x{i}", 1 + i / 100) for i in range(2 * MAX_DONORS)}
+    state.candidates = many
+    assert len(recombination_donors(state, "x0")) == MAX_DONORS
