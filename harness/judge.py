@@ -38,6 +38,7 @@ from harness.models import (
     RejectReason,
     TrialResult,
 )
+from harness.supervisor import host_parent_pid, host_pid
 from harness.timing import ArmPlan, BlockTimer, TimingJob, calibrate_calls, time_arms
 from kernels.workload import TrialSpec, Workload, WorkloadRuntime
 
@@ -298,7 +299,9 @@ class Judge:
                 Outcome.RUNTIME_ERROR, message, RejectReason.RUNTIME_ERROR
             ) from None
         after = take_snapshot(req.device, gpu_uuid)
-        ours = {os.getpid(), os.getppid()}  # the judge's own CUDA context is not contention
+        # The judge's own CUDA context is not contention (host pids: nvidia-smi reports those,
+        # whether or not the judge runs in a PID namespace).
+        ours = {host_pid(), host_parent_pid()}
         taint = judge_taint(before, after, ours, foreign_cpu_limit(req.device, os.cpu_count()))
         self.taint += [f"config {result.config_id}: {t}" for t in taint]
         self.environment[result.config_id] = {"before": describe(before), "after": describe(after)}

@@ -252,6 +252,11 @@ class EvaluationResult(BaseModel):
     nonce: str = Field(description="Echo of the secret the parent passed on stdin.")
     outcome: Outcome = Field(description="What happened.")
     message: str = Field(default="", description="Human explanation, traceback tail on errors.")
+    isolation: str | None = Field(
+        default=None,
+        description="How the judge was kept from its launcher: 'pid-namespace' (it could see "
+        "and signal nothing outside) or 'subreaper' (its own session under a sub-reaper).",
+    )
     configs: list[ConfigResult] = Field(default_factory=list, description="Per-config results.")
     aggregates: list[RatioStats] = Field(
         default_factory=list, description="Weighted geometric mean over configs of each ratio."

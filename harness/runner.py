@@ -47,6 +47,11 @@ class RunnerSettings(BaseModel):
         default=False,
         description="Run Triton kernels through Triton's interpreter (CPU checks of kernels).",
     )
+    pid_namespace: bool = Field(
+        default=True,
+        description="Run CPU judges in a PID namespace of their own where the host allows it "
+        "(they can then see and signal no process outside); CUDA judges never are.",
+    )
     memory_limit_bytes: int = Field(
         default_factory=lambda: default_memory_limit(),
         ge=0,
@@ -222,13 +227,16 @@ def _stop(proc: subprocess.Popen[bytes], judge_pid: int | None) -> None:
 
 
 def _supervised_command(
-    settings: RunnerSettings, work_dir: Path, fds: tuple[int, int]
+    settings: RunnerSettings, work_dir: Path, fds: tuple[int, int], device: str
 ) -> list[str]:
     python, (report_fd, lock_fd) = settings.python, fds
     request, result = str(work_dir / "request.json"), str(work_dir / "result.json")
+    # CUDA's driver fails in a PID namespace that shares the host's /proc (error 304, on the
+    # H200): CUDA judges run in their own session under the sub-reaper instead.
+    namespace = "yes" if settings.pid_namespace and not device.startswith("cuda") else "no"
     return [
         *(python, "-m", "harness.supervisor", str(os.getpid()), str(report_fd)),
-        *(str(settings.memory_limit_bytes), str(lock_fd), "--"),
+        *(str(settings.memory_limit_bytes), str(lock_fd), namespace, "--"),
         *(python, "-m", "harness.worker", request, result),
     ]
 
@@ -288,7 +296,7 @@ def run_evaluation(
         with open(log_path, "wb") as log:
             try:
                 proc = subprocess.Popen(
-                    _supervised_command(settings, work_dir, (report_w, lock.fd)),
+                    _supervised_command(settings, work_dir, (report_w, lock.fd), request.device),
                     stdin=subprocess.PIPE,
                     stdout=log,
                     stderr=subprocess.STDOUT,
@@ -319,7 +327,9 @@ def run_evaluation(
             _stop(proc, judge_pid)
     refused = _supervised_outcome(request, report, settings)
     if refused is not None:
-        return refused
+        isolation = report.isolation if report is not None else None
+        return refused.model_copy(update={"isolation": isolation})
     assert report is not None
     exit_code = report.exit_code if report.exit_code is not None else -(report.signal or 9)
-    return read_result(request, result_path, nonce, exit_code, log_path)
+    result = read_result(request, result_path, nonce, exit_code, log_path)
+    return result.model_copy(update={"isolation": report.isolation})

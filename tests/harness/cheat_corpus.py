@@ -90,6 +90,15 @@ class Case:
     runtime: str | None
     imports: str = ""
     gpu_only: bool = False
+    # The runtime reason when the judge could not get a PID namespace (a host that refuses
+    # them): there the supervisor is reachable and its death is the defence.
+    without_namespace: str | None = None
+
+    def runtime_reason(self, isolation: str | None) -> str | None:
+        """The runtime verdict to expect under this isolation."""
+        if isolation != "pid-namespace" and self.without_namespace is not None:
+            return self.without_namespace
+        return self.runtime
 
     def source(self) -> str:
         """The candidate module."""
@@ -256,7 +265,8 @@ CHEATS = [
         "kill_the_launcher_through_a_dynamic_attribute",
         "o = getattr(torch, 'o' + 's')\no.kill(o.getppid(), 9)\nreturn self._compute(x, m)",
         "static_check",
-        "harness_signalled",
+        None,  # its parent is the namespace's init: the kernel drops the signal
+        without_namespace="harness_signalled",
     ),
     Case(
         "background_thread_through_a_module_attribute",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import textwrap
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -11,7 +12,7 @@ import pytest
 
 from harness.models import EvaluationResult, Outcome, RejectReason
 from harness.runner import RunnerSettings, run_evaluation
-from tests.harness.conftest import softmax_request
+from tests.harness.conftest import host_pid_sleeper, softmax_request
 
 WriteCandidate = Callable[..., Path]
 
@@ -115,9 +116,8 @@ def test_hang_times_out_and_the_process_group_dies(
 ) -> None:
     pid_file = tmp_path / "child.pid"
     body = f"""
-import subprocess, time
-child = subprocess.Popen(["sleep", "300"])
-open({str(pid_file)!r}, "w").write(str(child.pid))
+import os, subprocess, time
+{host_pid_sleeper(pid_file).format(session="")}
 time.sleep(300)
 """
     settings = runner_settings.model_copy(update={"timeout_s": 12})
@@ -134,11 +134,11 @@ def test_a_process_left_running_after_a_passing_run_is_a_rejection(
     write_candidate: WriteCandidate, tmp_path: Path, runner_settings: RunnerSettings
 ) -> None:
     pid_file = tmp_path / "bg.pid"
+    start = textwrap.indent(host_pid_sleeper(pid_file).format(session=""), "    ")
     body = f"""
-import os, subprocess
+import os, subprocess, time
 if not os.path.exists({str(pid_file)!r}):
-    child = subprocess.Popen(["sleep", "300"])
-    open({str(pid_file)!r}, "w").write(str(child.pid))
+{start}
 return torch.softmax(x, dim=-1)
 """
     result = judge(write_candidate("bg", body), tmp_path, runner_settings, timing=False)

@@ -7,15 +7,18 @@ import os
 import signal
 import subprocess
 import sys
+import textwrap
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+import pytest
 
 from harness.lock import DeviceLock
 from harness.models import Outcome, RejectReason
 from harness.runner import RunnerSettings, run_evaluation
 from harness.supervisor import descendants
-from tests.harness.conftest import CODE_ROOT, softmax_request
+from tests.harness.conftest import CODE_ROOT, host_pid_sleeper, softmax_request
 
 WriteCandidate = Callable[..., Path]
 SOFTMAX = "return torch.softmax(x, dim=-1)"
@@ -41,26 +44,61 @@ def _processes_naming(marker: str) -> list[int]:
     return [pid for pid in found if pid != os.getpid() and _alive(pid)]
 
 
+@pytest.mark.parametrize("namespace", [True, False], ids=["pid-namespace", "subreaper"])
 def test_a_candidate_that_kills_its_parent_does_not_reach_the_launcher(
-    write_candidate: WriteCandidate, tmp_path: Path, runner_settings: RunnerSettings
+    write_candidate: WriteCandidate,
+    tmp_path: Path,
+    runner_settings: RunnerSettings,
+    namespace: bool,
 ) -> None:
+    runner_settings = runner_settings.model_copy(update={"pid_namespace": namespace})
     body = f"import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\n{SOFTMAX}"
     request = softmax_request(write_candidate("parricide", body), timing=False)
     result = run_evaluation(request, tmp_path / "w", runner_settings)
-    # This test process launched the judge and is still here to read the verdict.
-    assert result.outcome is Outcome.REJECTED
-    assert result.reason is RejectReason.HARNESS_SIGNALLED, result.message
+    # This test process launched the judge and is still here to read the verdict. In a PID
+    # namespace the judge's parent is the namespace's init, which its signals cannot reach, so
+    # nothing happened; under a sub-reaper alone the supervisor died, which is a rejection.
+    if result.isolation == "pid-namespace":
+        assert result.outcome is Outcome.PASSED, result.message
+    else:
+        assert result.isolation is None  # the supervisor died before it could report
+        assert result.outcome is Outcome.REJECTED
+        assert result.reason is RejectReason.HARNESS_SIGNALLED, result.message
 
 
-def test_a_child_in_its_own_session_is_killed_and_rejects_the_candidate(
+def test_a_namespaced_judge_sees_no_process_outside(
     write_candidate: WriteCandidate, tmp_path: Path, runner_settings: RunnerSettings
 ) -> None:
-    pid_file = tmp_path / "escaped.pid"
     body = f"""
-import os, subprocess
+import os, signal
+if os.getpid() == 2:  # pid 1 is the namespace's init, the judge the first process it started
+    try:
+        os.kill({os.getpid()}, 0)  # this test process, by its host pid
+        raise RuntimeError("saw a process outside its namespace")
+    except ProcessLookupError:
+        pass
+{SOFTMAX}"""
+    request = softmax_request(write_candidate("peek", body), timing=False)
+    result = run_evaluation(request, tmp_path / "w", runner_settings)
+    assert result.outcome is Outcome.PASSED, result.message
+    if result.isolation != "pid-namespace":
+        pytest.skip("this host refuses PID namespaces: the sub-reaper fallback ran")
+
+
+@pytest.mark.parametrize("namespace", [True, False], ids=["pid-namespace", "subreaper"])
+def test_a_child_in_its_own_session_is_killed_and_rejects_the_candidate(
+    write_candidate: WriteCandidate,
+    tmp_path: Path,
+    runner_settings: RunnerSettings,
+    namespace: bool,
+) -> None:
+    runner_settings = runner_settings.model_copy(update={"pid_namespace": namespace})
+    pid_file = tmp_path / "escaped.pid"
+    start = host_pid_sleeper(pid_file).format(session=", start_new_session=True")
+    body = f"""
+import os, subprocess, time
 if not os.path.exists({str(pid_file)!r}):
-    child = subprocess.Popen(["sleep", "300"], start_new_session=True)
-    open({str(pid_file)!r}, "w").write(str(child.pid))
+{textwrap.indent(start, "    ")}
 {SOFTMAX}"""
     request = softmax_request(write_candidate("setsid", body), timing=False)
     result = run_evaluation(request, tmp_path / "w", runner_settings)
@@ -68,9 +106,14 @@ if not os.path.exists({str(pid_file)!r}):
     assert not _alive(int(pid_file.read_text()))
 
 
+@pytest.mark.parametrize("namespace", [True, False], ids=["pid-namespace", "subreaper"])
 def test_a_double_forked_orphan_is_found_and_killed(
-    write_candidate: WriteCandidate, tmp_path: Path, runner_settings: RunnerSettings
+    write_candidate: WriteCandidate,
+    tmp_path: Path,
+    runner_settings: RunnerSettings,
+    namespace: bool,
 ) -> None:
+    runner_settings = runner_settings.model_copy(update={"pid_namespace": namespace})
     pid_file = tmp_path / "orphan.pid"
     # The middle process exits at once: the grandchild is orphaned, with no parent in the judge.
     body = f"""
@@ -78,7 +121,7 @@ import os, time
 if not os.path.exists({str(pid_file)!r}) and os.fork() == 0:
     os.setsid()
     if os.fork() == 0:
-        open({str(pid_file)!r}, "w").write(str(os.getpid()))
+        open({str(pid_file)!r}, "w").write(os.readlink("/proc/self"))
         time.sleep(300)
     os._exit(0)
 while not os.path.exists({str(pid_file)!r}):
@@ -90,9 +133,14 @@ while not os.path.exists({str(pid_file)!r}):
     assert not _alive(int(pid_file.read_text()))
 
 
+@pytest.mark.parametrize("namespace", [True, False], ids=["pid-namespace", "subreaper"])
 def test_a_judge_over_the_memory_bound_is_killed(
-    write_candidate: WriteCandidate, tmp_path: Path, runner_settings: RunnerSettings
+    write_candidate: WriteCandidate,
+    tmp_path: Path,
+    runner_settings: RunnerSettings,
+    namespace: bool,
 ) -> None:
+    runner_settings = runner_settings.model_copy(update={"pid_namespace": namespace})
     # 4 GiB written, against a bound of 2.5 GiB (a judge importing a CUDA build of torch
     # alone takes about 1 GiB).
     body = f"import time\nhog = torch.ones(2**30)\ntime.sleep(5)\n{SOFTMAX}"
