@@ -60,7 +60,7 @@ class ScreenBench:
         salt = new_salt()
         request = EvaluationRequest(
             evaluation_id=f"bench:{work.name}",
-            workload=self.judging.workload.name,
+            workload=self.judging.workload_ref,
             device=self.judging.device,
             config_ids=self.config_ids,
             arms=arms,
@@ -83,7 +83,7 @@ class ScreenBench:
         work = self.work_dir / f"profile-{next(self.counter)}"
         request = EvaluationRequest(
             evaluation_id=f"profile:{work.name}",
-            workload=self.judging.workload.name,
+            workload=self.judging.workload_ref,
             device=self.judging.device,
             config_ids=[chosen],
             arms=[self._tree_arm(tree, work)],

@@ -76,7 +76,7 @@ def qualify(
     """Run the qualification judge; returns the peaks and the ledger records to append."""
     request = EvaluationRequest(
         evaluation_id=f"{work_name}:{secrets.token_hex(4)}",
-        workload=judging.workload.name,
+        workload=judging.workload_ref,
         device=judging.device,
         config_ids=[judging.runnable_ids[0]],
         arms=[ArmSpec(name="candidate", kind=ArmKind.REFERENCE)],
@@ -144,7 +144,7 @@ def calibrate_noise(
     timed = [c for c in config_set.config_ids if c in judging.runnable_ids]
     request = EvaluationRequest(
         evaluation_id=f"{seed_sha}:aa",
-        workload=judging.workload.name,
+        workload=judging.workload_ref,
         device=judging.device,
         config_ids=timed,
         arms=arms,

@@ -39,6 +39,7 @@ class HarnessChecker:
     runner: RunnerSettings
     work_dir: Path
     config_ids: list[str]
+    workload_ref: str | None = None  # a plug-in's 'module:factory' (None: the name)
     counter: itertools.count[int] = field(default_factory=itertools.count)
 
     def _sources(self, tree: Path) -> dict[str, str]:
@@ -75,7 +76,7 @@ class HarnessChecker:
         trials = correctness_trials(self.workload.official_trials[:1], new_salt())
         request = EvaluationRequest(
             evaluation_id=f"quick-check:{copy.name}",
-            workload=self.workload.name,
+            workload=self.workload_ref or self.workload.name,
             device="cpu",
             config_ids=self.config_ids,
             arms=[

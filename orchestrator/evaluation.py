@@ -46,6 +46,14 @@ class Judging:
     device_peaks: DevicePeaks | None = None
     # Where waits for the device lock are reported as they happen (None: waits are silent).
     notice: Callable[[str], None] | None = None
+    # How judge subprocesses find the workload: its registry name, or the 'module:factory'
+    # of a plug-in (None: the workload's name).
+    workload_spec: str | None = None
+
+    @property
+    def workload_ref(self) -> str:
+        """What a judge request names the workload by."""
+        return self.workload_spec or self.workload.name
 
 
 def judge(judging: Judging, request: EvaluationRequest, work: Path) -> EvaluationResult:
@@ -105,7 +113,7 @@ def build_request(judging: Judging, job: StageRequest) -> EvaluationRequest:
     oracle_ids = [c for c in job.config_ids if c not in judging.runnable_ids]
     return EvaluationRequest(
         evaluation_id=f"{job.sha}:{job.name}",
-        workload=judging.workload.name,
+        workload=judging.workload_ref,
         device=judging.device,
         config_ids=job.config_ids,
         arms=arms,

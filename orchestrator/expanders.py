@@ -27,7 +27,12 @@ def make_expander(
     def make_checker(constraints: list[str]) -> HarnessChecker:
         work = judging.evals_dir / "quick-checks"
         return HarnessChecker(
-            workload, constraints, judging.runner, work, list(cpu_set.screening_ids)
+            workload,
+            constraints,
+            judging.runner,
+            work,
+            list(cpu_set.screening_ids),
+            workload_ref=judging.workload_ref,
         )
 
     def make_bench(request: ExpansionRequest) -> BenchAccess | None:

@@ -244,7 +244,7 @@ def judge_module(
     salt = new_salt()
     request = EvaluationRequest(
         evaluation_id=f"judge:{secrets.token_hex(4)}",
-        workload=workload.name,
+        workload=judging.workload_ref,
         device=judging.device,
         config_ids=config_ids,
         arms=[
@@ -295,7 +295,7 @@ def resolve_configs(workload: Workload, spec: str | None, device: str) -> list[s
 
 
 def temporary_judging(
-    workload: Workload, device: str, runner: RunnerSettings
+    workload: Workload, device: str, runner: RunnerSettings, spec: str | None = None
 ) -> tuple[Judging, tempfile.TemporaryDirectory[str]]:
     """A judging context with its own scratch directory (no run dir, ledger or repository)."""
     scratch = tempfile.TemporaryDirectory(prefix="ratchet-judge-")
@@ -308,6 +308,7 @@ def temporary_judging(
         runner=runner,
         torch_threads=1 if device == "cpu" else None,
         runnable_ids=tuple(c for c in workload.configs if c not in oracle_only),
+        workload_spec=spec,
     )
     return judging, scratch
 

@@ -287,6 +287,7 @@ def prepare_run(settings: Settings, reporter: Reporter) -> _Prepared:
         torch_threads=settings.torch_threads or (1 if device == "cpu" else None),
         runnable_ids=config_set.runnable_ids or config_set.config_ids,
         notice=reporter.line,  # waits for the device lock are reported as they happen
+        workload_spec=settings.workload,
     )
     what = "resuming" if resumed else "starting"
     reporter.line(
@@ -427,7 +428,8 @@ def _workload_of_run(ledger: Ledger, run_dir: Path) -> Workload:
     state = derive_state(ledger)
     if state.run is None:
         raise RatchetError(f"the run in {run_dir} has not started yet")
-    return _workload(state.run.workload)
+    # A plug-in ('module:factory') is found again by the spec the run was started with.
+    return _workload(str(state.run.settings.get("workload") or state.run.workload))
 
 
 def run_status(run_dir: Path) -> StatusReport:
@@ -471,7 +473,7 @@ def judge_file(
         code_root=CODE_ROOT,
         compile_cache_dir=settings.compile_cache_dir,
     )
-    judging, scratch = temporary_judging(workload, device, runner)
+    judging, scratch = temporary_judging(workload, device, runner, settings.workload)
     warning = slow_set_warning(judging, config_ids)
     if warning and progress:
         progress("warning: " + warning)

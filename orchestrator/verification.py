@@ -53,7 +53,7 @@ def verify_frontier(ctx: LoopContext, sha: str, against: str, step: int) -> Veri
     judging = ctx.judging
     request = EvaluationRequest(
         evaluation_id=f"{sha}:verify",
-        workload=ctx.workload.name,
+        workload=ctx.judging.workload_ref,
         device=ctx.device,
         config_ids=[c for c in ctx.config_set.config_ids if c in judging.runnable_ids],
         arms=_arms(ctx, sha, against),

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator import cli
+from orchestrator import cli, service
 from orchestrator.messages import FORMATS, MessageKind
+from tests.orchestrator.conftest import ListReporter, fast_settings
 
 SUBCOMMANDS = ("run", "inject", "status", "checkout", "export", "judge", "ledger")
 
@@ -96,3 +97,26 @@ def test_a_broken_workload_plugin_is_a_clean_error_that_writes_nothing(
     assert all(needle in err for needle in needles), err
     assert "Traceback" not in err and "nothing was written" in err
     assert not run_dir.exists()
+
+
+@pytest.mark.slow
+def test_a_run_of_a_workload_plugin_can_be_resumed_inspected_and_exported(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    name = "ratchet_test_plugin_renamed"
+    (tmp_path / f"{name}.py").write_text(
+        "from kernels.softmax.workload import softmax_workload\n"
+        "def factory():\n"
+        "    return softmax_workload().model_copy(update={'name': 'renamed-softmax'})\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    # Judges are subprocesses: they find the plug-in on the path they inherit.
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    run_dir = tmp_path / "run"
+    settings = fast_settings(run_dir, workload=f"{name}:factory", max_candidates=1)
+    assert service.run_search(settings, ListReporter()).reason == "reached 1 candidates"
+    # The run records its name, 'renamed-softmax'; status and export find the plug-in by the
+    # spec it was started with, not by that name.
+    assert cli.main(["status", "--run-dir", str(run_dir)]) == 0
+    assert cli.main(["export", "--run-dir", str(run_dir), "--out", str(tmp_path / "x")]) == 0
+    assert (tmp_path / "x" / "manifest.json").exists(), capsys.readouterr().err
