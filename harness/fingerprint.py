@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import platform
+import subprocess
 import sys
 from typing import Any
 
@@ -50,5 +51,21 @@ def collect_fingerprint(device: str) -> dict[str, Any]:
             gpu_multiprocessors=props.multi_processor_count,
             cuda_runtime=torch.version.cuda,
             cudnn=torch.backends.cudnn.version(),
+            # Which GPU, and which driver: a calibration of one GPU is not another's.
+            gpu_uuid=str(getattr(props, "uuid", "")),
+            driver=_driver_version(),
         )
     return info
+
+
+def _driver_version() -> str | None:
+    try:
+        done = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout.strip().splitlines()[0] if done.returncode == 0 and done.stdout else None

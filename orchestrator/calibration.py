@@ -55,6 +55,11 @@ class NoiseFloorCalibrated(Payload):
     classes: dict[str, float] = Field(description="Noise floor per config class.")
     aggregate: dict[str, float] = Field(description="A/A aggregate ratio and CI.")
     floor: float = Field(description="Floor the promotion rule uses (aggregate).")
+    reused_from: str | None = Field(
+        default=None,
+        description="Run dir whose calibration this is, when reused for an unchanged device, "
+        "seed, configs and timing (None: measured in this run).",
+    )
 
 
 @dataclass(frozen=True)

@@ -30,10 +30,12 @@ from ledger import (
 from orchestrator.calibration import (
     DeviceNoRun,
     FloorKey,
+    NoiseFloorCalibrated,
     NotQualifiedError,
     calibrate_noise,
     qualify,
 )
+from orchestrator.device_cache import CachedFloor, floor_key, load_floor, store_floor
 from orchestrator.evaluation import Judging
 from orchestrator.events import EventKind, IdeaRegistered, RunStarted
 from orchestrator.expanders import make_expander
@@ -336,16 +338,39 @@ def _trust_device(
     judging = replace(judging, device_peaks=peaks)
     floor = state.noise_floor(config_set.name, fingerprint_id)
     if floor is None:
-        reporter.line(f"calibrating the noise floor: the seed against itself on {config_set.name}")
         assert state.seed_sha is not None
-        timing = settings.sweep_timing or default_timing(judging.device, "sweep")
-        key = FloorKey(fingerprint_id=fingerprint_id, minimum=settings.noise_floor)
-        calibrated = calibrate_noise(judging, state.seed_sha, config_set, timing, key)
+        calibrated = _noise_floor(judging, settings, config_set, fingerprint_id, state.seed_sha)
         ledger.append(calibrated.to_event(EventKind.NOISE_FLOOR))
         classes = ", ".join(f"{k} {v:.2%}" for k, v in calibrated.classes.items())
-        reporter.line(f"noise floor {calibrated.floor:.2%} (A/A by class: {classes})")
+        origin = f", reused from {calibrated.reused_from}" if calibrated.reused_from else ""
+        reporter.line(f"noise floor {calibrated.floor:.2%} (A/A by class: {classes}{origin})")
         floor = calibrated.floor
     return judging, floor
+
+
+def _noise_floor(
+    judging: Judging, settings: Settings, config_set: ConfigSet, fingerprint_id: str, seed: str
+) -> NoiseFloorCalibrated:
+    """The A/A floor of this device, seed and config set: an earlier run's when nothing it
+    depends on changed, else measured now (and kept for the next run)."""
+    timing = settings.sweep_timing or default_timing(judging.device, "sweep")
+    assert judging.repo is not None
+    seed_tree = judging.repo.commit(seed).tree.hexsha
+    key = floor_key(fingerprint_id, judging.workload_ref, config_set, seed_tree, timing)
+    key = key.model_copy(update={"minimum_floor": settings.noise_floor})
+    cache_dir = settings.lock_dir / "noise-floors"
+    cached = load_floor(cache_dir, key) if settings.reuse_noise_floor else None
+    if cached is not None:
+        return cached.calibration.model_copy(update={"reused_from": cached.run_dir})
+    judging_line = f"calibrating the noise floor: the seed against itself on {config_set.name}"
+    if judging.notice is not None:
+        judging.notice(judging_line)
+    floor_key_ = FloorKey(fingerprint_id=fingerprint_id, minimum=settings.noise_floor)
+    calibrated = calibrate_noise(judging, seed, config_set, timing, floor_key_)
+    if settings.reuse_noise_floor:
+        run_dir = str(settings.run_dir.resolve())
+        store_floor(cache_dir, CachedFloor(key=key, calibration=calibrated, run_dir=run_dir))
+    return calibrated
 
 
 @contextmanager

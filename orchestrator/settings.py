@@ -170,6 +170,13 @@ class Settings(BaseModel):
     lock_dir: Path = Field(
         default=Path("/tmp/ratchet-locks"), description="Machine-wide per-device lock files."
     )
+    reuse_noise_floor: bool = Field(
+        default=True,
+        description="Reuse an A/A noise floor measured by an earlier run on this machine when "
+        "the device's fingerprint (GPU UUID, driver, library versions), the seed, the configs "
+        "and the timing plan are all the same (kept in LOCK_DIR/noise-floors); off: calibrate "
+        "in every run.",
+    )
     compile_cache_dir: Path | None = Field(
         default=Path("/tmp/ratchet-compile-cache"),
         description="Triton and TorchInductor caches shared by every judge on this machine "
