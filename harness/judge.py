@@ -66,6 +66,20 @@ def _tail() -> str:
     return traceback.format_exc()[-3000:]
 
 
+def inference_failure(trial: TrialSpec, problem: str) -> TrialResult:
+    """A candidate that works only outside torch.inference_mode()."""
+    return TrialResult(
+        trial=trial,
+        passed=False,
+        failed_elements=0,
+        total_elements=0,
+        max_abs_error=None,
+        problem=problem[-1500:],
+        reason=RejectReason.RUNTIME_ERROR,
+        phase="inference_mode",
+    )
+
+
 def say(text: str) -> None:
     """A progress line for the launcher (the log's PROGRESS_PREFIX lines)."""
     print(PROGRESS_PREFIX + text, flush=True)
@@ -205,9 +219,30 @@ class Judge:
             aliasing = check_aliasing(ctx, judged, refs, (req.trials[0], req.trials[-1]))
             if not aliasing.passed:
                 result.trials.append(aliasing)
+            elif self.request.inference_mode_check:
+                served = self._served(config, reference, ctx, refs)
+                if not served.passed:
+                    result.trials.append(served)
         if config_id in req.oracle_config_ids:
             result.feasibility = self._feasibility(judged, config)
         return result
+
+    def _served(
+        self, config: Any, reference: Any, ctx: CheckContext, refs: ReferenceCache
+    ) -> TrialResult:
+        """Built and called under torch.inference_mode(), as a user serving it would: its
+        weights are then inference tensors, which carry no version counter."""
+        trial = self.request.trials[0]
+        try:
+            with torch.inference_mode():
+                model = self._build(self._arm(self.request.judged_arm), config, reference)
+                verdict, _, _ = run_trial(ctx, model, refs, trial, phase="inference_mode")
+        except EvaluationFailure as failure:
+            problem = f"built under torch.inference_mode(): {failure.message[-600:]}"
+            return inference_failure(trial, problem)
+        except Exception:  # the candidate's own error, under inference mode only
+            return inference_failure(trial, f"called under torch.inference_mode(): {_tail()}")
+        return verdict
 
     def _trials_for(self, config_id: str) -> list[TrialSpec]:
         trials = list(self.request.trials)

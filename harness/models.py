@@ -147,6 +147,11 @@ class EvaluationRequest(BaseModel):
         default_factory=dict, description="Weights of configs in the aggregate (default 1)."
     )
     seed: int = Field(default=0, description="Seed for round order and the bootstrap.")
+    inference_mode_check: bool = Field(
+        default=True,
+        description="Also build and call the judged arm under torch.inference_mode() on each "
+        "timed config's first trial (a frontier must serve there).",
+    )
     torch_threads: int | None = Field(default=None, description="CPU intra-op threads.")
     deadline_s: float | None = Field(
         default=None, description="The judge kills itself after this long (parent-independent)."

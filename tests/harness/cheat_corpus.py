@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# The corpus runs on two CPU configs with 9 trials and 2 aliasing calls each: a cheat that is
-# honest for exactly this many calls passes every correctness check and only then turns.
+# The corpus runs on two CPU configs with 9 trials, 2 aliasing calls and 1 inference-mode call
+# each: a cheat that is honest for exactly this many calls passes every correctness check and
+# only then turns.
 CONFIGS = ("cpu-3", "cpu-4")
-CORRECTNESS_CALLS = 22
+CORRECTNESS_CALLS = 24
 
 TEMPLATE = """
 import math
@@ -116,7 +117,8 @@ HONEST = [
     ),
     Case(
         "weight_cache_by_version",
-        "key = tuple(p._version for p in self.parameters())\n"
+        # Inference tensors (weights built under torch.inference_mode()) carry no version.
+        "key = tuple(id(p) if p.is_inference() else p._version for p in self.parameters())\n"
         "if STATE.get('key') != key:\n    STATE['key'] = key\nreturn self._compute(x, m)",
         None,
         None,

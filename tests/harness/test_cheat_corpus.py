@@ -86,7 +86,7 @@ def judge(
         timing=PLAN,
         torch_threads=1,
     )
-    assert len(CONFIGS) * (len(request.trials) + 2) == CORRECTNESS_CALLS, "corpus out of date"
+    assert len(CONFIGS) * (len(request.trials) + 3) == CORRECTNESS_CALLS, "corpus out of date"
     return run_evaluation(request, tmp_path / "work", runner)
 
 

@@ -197,3 +197,26 @@ os._exit(0)
     while _alive(pid) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not _alive(pid)
+
+
+def test_a_candidate_that_fails_under_inference_mode_is_refused(
+    write_candidate: WriteCandidate, tmp_path: Path, runner_settings: RunnerSettings
+) -> None:
+    # Passes every plain trial; breaks once its weights are inference tensors (built and
+    # called under torch.inference_mode()), as run 4's exported frontier did.
+    body = """
+if torch.is_inference_mode_enabled():
+    raise RuntimeError("Inference tensors do not track version counter")
+return torch.softmax(x, dim=-1)
+"""
+    result = judge(write_candidate("eager_only", body), tmp_path, runner_settings, timing=False)
+    assert result.outcome is Outcome.INCORRECT, result.message
+    assert result.reason is RejectReason.RUNTIME_ERROR
+    assert "torch.inference_mode()" in result.message
+    honest = judge(
+        write_candidate("served", "return torch.softmax(x, dim=-1)"),
+        tmp_path / "h",
+        runner_settings,
+        timing=False,
+    )
+    assert honest.outcome is Outcome.PASSED, honest.message
