@@ -69,18 +69,22 @@ def test_a_candidate_that_kills_its_parent_does_not_reach_the_launcher(
 def test_a_namespaced_judge_sees_no_process_outside(
     write_candidate: WriteCandidate, tmp_path: Path, runner_settings: RunnerSettings
 ) -> None:
+    marker = tmp_path / "looked"
     body = f"""
-import os, signal
-if os.getpid() == 2:  # pid 1 is the namespace's init, the judge the first process it started
+import os
+if os.getppid() == 1:  # its parent is the namespace's init, pid 1 inside
     try:
         os.kill({os.getpid()}, 0)  # this test process, by its host pid
         raise RuntimeError("saw a process outside its namespace")
     except ProcessLookupError:
-        pass
+        open({str(marker)!r}, "w").write("looked")
 {SOFTMAX}"""
     request = softmax_request(write_candidate("peek", body), timing=False)
     result = run_evaluation(request, tmp_path / "w", runner_settings)
     assert result.outcome is Outcome.PASSED, result.message
+    # In a namespace the probe must have run (and found nothing): a guard that never ran
+    # would pass this test too.
+    assert marker.exists() == (result.isolation == "pid-namespace")
     if result.isolation != "pid-namespace":
         pytest.skip("this host refuses PID namespaces: the sub-reaper fallback ran")
 
