@@ -121,6 +121,8 @@ def audit(
             head_seq, head_hash = walked.head_seq, walked.head_hash
     except CorruptLedgerError as exc:
         problem = Problem(None, str(exc), ProblemKind.DAMAGED)
+    if problem is None:
+        problem = _journal_missing(inputs, head_seq)
     report = VerifyReport(
         ok=problem is None,
         entries_checked=checked,
@@ -135,6 +137,23 @@ def audit(
         anchor_note=inputs.note,
     )
     return report, _next_checkpoint(report, inputs)
+
+
+def _journal_missing(inputs: AuditInputs, head_seq: int) -> Problem | None:
+    """Entries appended after a checkpoint were journaled (checkpoints and journals come
+    together): no journal beside them now means it was deleted."""
+    files, checkpoint = inputs.anchoring.files, inputs.checkpoint
+    if files is None or checkpoint is None or inputs.journal is not None:
+        return None
+    # Looked at again inside the snapshot: a concurrent first append may have just made it.
+    if head_seq <= checkpoint.seq or journal_size(files.journal) is not None:
+        return None
+    text = (
+        f"the head journal {files.journal} is gone, but entries {checkpoint.seq + 1}-{head_seq} "
+        f"were appended after the last verification (on {checkpoint.verified_at}) and so were "
+        "journaled: it was deleted; restore it from a backup"
+    )
+    return Problem(None, text, ProblemKind.JOURNAL)
 
 
 def _claims(inputs: AuditInputs) -> dict[int, Claim]:

@@ -132,6 +132,20 @@ def test_a_journal_deleted_or_cut_after_a_verification_is_caught(ledger: Ledger)
     assert report.problem is not None and "is gone" in report.problem
 
 
+def test_a_journal_deleted_when_only_a_checkpoint_before_it_exists_is_caught(
+    ledger: Ledger,
+) -> None:
+    # A run checks its fresh ledger (checkpoint, no journal bytes yet), appends its whole
+    # search, and stops; the journal is then deleted before anyone verified it.
+    assert ledger.check().ok
+    three_batches(ledger)
+    assert ledger.anchor_files is not None
+    ledger.anchor_files.journal.unlink()
+    for report in (ledger.check(), ledger.verify()):
+        assert report.problem_kind is ProblemKind.JOURNAL, report
+        assert report.problem is not None and "is gone" in report.problem
+
+
 def test_two_hashes_for_one_seq_in_the_journal_are_caught(ledger: Ledger) -> None:
     heads = three_batches(ledger)
     assert ledger.anchor_files is not None
