@@ -1,6 +1,16 @@
 """Pure search decisions: verdicts, lineage, parent and idea sampling, and the objective."""
 
 from search.candidate_sampler import ParentChoice, SpeedBand, choose_parent
+from search.composition import (
+    CompositionSettings,
+    DispatchLeaf,
+    DispatchNode,
+    DispatchPlan,
+    RegimeVariant,
+    ThresholdSplit,
+    dispatch_leaves,
+    plan_dispatch,
+)
 from search.idea_sampler import (
     IdeaArm,
     IdeaChoice,
@@ -38,8 +48,12 @@ from search.verification import (
 __all__ = [
     "Change",
     "CladeCount",
+    "CompositionSettings",
     "ConfigTiming",
     "Decision",
+    "DispatchLeaf",
+    "DispatchNode",
+    "DispatchPlan",
     "IdeaArm",
     "IdeaChoice",
     "LineageNode",
@@ -50,7 +64,9 @@ __all__ = [
     "ParentChoice",
     "PriorStrength",
     "RatioEstimate",
+    "RegimeVariant",
     "SpeedBand",
+    "ThresholdSplit",
     "Verdict",
     "VerdictEvidence",
     "VerificationDecision",
@@ -63,7 +79,9 @@ __all__ = [
     "count_clades",
     "decide_verdict",
     "decide_verification",
+    "dispatch_leaves",
     "geometric_mean",
+    "plan_dispatch",
     "posterior_parameters",
     "prior_parameters",
     "screen_filter",

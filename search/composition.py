@@ -1,0 +1,214 @@
+"""Per-regime composition: a dispatch tree over input sizes built from the run's own results."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Mapping, Sequence
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class RegimeVariant(BaseModel):
+    """One measured candidate as the composition step sees it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    variant_id: str = Field(description="The candidate (commit sha).")
+    scores: dict[str, float] = Field(
+        description="Speedup over the baseline per config where it was measured correct."
+    )
+
+
+class DispatchLeaf(BaseModel):
+    """A region of input sizes served by one variant."""
+
+    model_config = ConfigDict(frozen=True)
+
+    variant_id: str = Field(description="The variant that serves the region.")
+
+
+class ThresholdSplit(BaseModel):
+    """`feature < threshold` goes below, everything else above (ordered tests only: a split
+    is a range of sizes, never an exact shape)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    feature: str = Field(description="Input-size feature the predicate reads.")
+    threshold: float = Field(description="Geometric midpoint between two measured values.")
+    below: DispatchLeaf | ThresholdSplit = Field(description="Where feature < threshold goes.")
+    above: DispatchLeaf | ThresholdSplit = Field(description="Where feature >= threshold goes.")
+
+
+DispatchNode = DispatchLeaf | ThresholdSplit
+
+
+class CompositionSettings(BaseModel):
+    """How far the composition step may go."""
+
+    model_config = ConfigDict(frozen=True)
+
+    max_depth: int = Field(default=3, ge=1, description="Deepest split of the dispatch tree.")
+    noise_floor: float = Field(
+        ge=0.0, description="Each split, and the whole plan, must beat this relative gain."
+    )
+    weights: dict[str, float] = Field(
+        default_factory=dict, description="Config weights of the objective (default 1)."
+    )
+
+
+class DispatchPlan(BaseModel):
+    """A dispatching candidate to build: its tree and what the measurements predict for it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    root: DispatchNode = Field(description="The dispatch tree.")
+    variants: list[str] = Field(description="Variants the tree uses, the incumbent first.")
+    assignment: dict[str, str] = Field(description="Config id -> the variant serving it.")
+    predicted: dict[str, float] = Field(description="Predicted speedup per config.")
+    predicted_objective: float = Field(description="Weighted geomean of the predictions.")
+    incumbent_objective: float = Field(description="The incumbent's geomean on the same data.")
+
+    @property
+    def predicted_gain(self) -> float:
+        """Predicted objective over the incumbent's."""
+        return self.predicted_objective / self.incumbent_objective
+
+
+def plan_dispatch(
+    features: Mapping[str, Mapping[str, float]],
+    variants: Sequence[RegimeVariant],
+    incumbent: str,
+    settings: CompositionSettings,
+) -> DispatchPlan | None:
+    """The dispatch tree that serves each region of sizes with its measured winner, or None
+    when no split beats the incumbent (which must be measured on every config) by more than
+    the noise floor. Only configs in `features` count; a variant serves only configs where
+    it was measured correct."""
+    configs = sorted(features)
+    by_id = {v.variant_id: v for v in variants}
+    if not configs or incumbent not in by_id:
+        return None
+    if any(c not in by_id[incumbent].scores for c in configs):
+        return None
+    grower = _Grower(features, by_id, incumbent, settings)
+    root = grower.grow(configs, depth=0)
+    if isinstance(root, DispatchLeaf):
+        return None
+    assignment = {c: _leaf_for(root, features[c]).variant_id for c in configs}
+    predicted = {c: by_id[assignment[c]].scores[c] for c in configs}
+    objective = grower.geomean(predicted)
+    base = grower.geomean({c: by_id[incumbent].scores[c] for c in configs})
+    if objective <= base * (1.0 + settings.noise_floor):
+        return None
+    used = sorted(set(assignment.values()), key=lambda v: (v != incumbent, v))
+    return DispatchPlan(
+        root=root,
+        variants=used,
+        assignment=assignment,
+        predicted=predicted,
+        predicted_objective=objective,
+        incumbent_objective=base,
+    )
+
+
+def _leaf_for(node: DispatchNode, point: Mapping[str, float]) -> DispatchLeaf:
+    while isinstance(node, ThresholdSplit):
+        node = node.below if point[node.feature] < node.threshold else node.above
+    return node
+
+
+def _midpoint(low: float, high: float) -> float:
+    # Sizes grow geometrically (batch 1..10000): the geometric midpoint generalizes between
+    # them; a value at or below zero falls back to the arithmetic one.
+    return math.sqrt(low * high) if low > 0 else (low + high) / 2.0
+
+
+class _Grower:
+    """Greedy top-down tree growth on weighted log-speedups (one split looked at a time)."""
+
+    def __init__(
+        self,
+        features: Mapping[str, Mapping[str, float]],
+        variants: Mapping[str, RegimeVariant],
+        incumbent: str,
+        settings: CompositionSettings,
+    ) -> None:
+        self.features, self.variants, self.incumbent = features, variants, incumbent
+        self.settings = settings
+        self.total_weight = sum(self.weight(c) for c in features)
+        # A split must move the whole objective by more than the noise floor.
+        self.min_gain = self.total_weight * math.log1p(settings.noise_floor)
+        self.names = sorted({name for point in features.values() for name in point})
+
+    def weight(self, config: str) -> float:
+        return self.settings.weights.get(config, 1.0)
+
+    def geomean(self, scores: Mapping[str, float]) -> float:
+        total = sum(self.weight(c) for c in scores)
+        return math.exp(sum(self.weight(c) * math.log(s) for c, s in scores.items()) / total)
+
+    def best_leaf(self, configs: Sequence[str]) -> tuple[DispatchLeaf, float]:
+        """The variant with the best weighted log-speedup over all of `configs`."""
+        best_id, best_value = self.incumbent, self._value(self.incumbent, configs)
+        for variant_id in sorted(self.variants):
+            value = self._value(variant_id, configs)
+            if value > best_value + 1e-12:
+                best_id, best_value = variant_id, value
+        return DispatchLeaf(variant_id=best_id), best_value
+
+    def _value(self, variant_id: str, configs: Sequence[str]) -> float:
+        scores = self.variants[variant_id].scores
+        if any(c not in scores or scores[c] <= 0 for c in configs):
+            return -math.inf
+        return sum(self.weight(c) * math.log(scores[c]) for c in configs)
+
+    def grow(self, configs: Sequence[str], depth: int) -> DispatchNode:
+        leaf, value = self.best_leaf(configs)
+        if depth >= self.settings.max_depth or len(configs) < 2:
+            return leaf
+        split = self._best_split(configs, value)
+        if split is None:
+            return leaf
+        feature, threshold, below, above = split
+        node = ThresholdSplit(
+            feature=feature,
+            threshold=threshold,
+            below=self.grow(below, depth + 1),
+            above=self.grow(above, depth + 1),
+        )
+        return _collapsed(node)
+
+    def _best_split(
+        self, configs: Sequence[str], unsplit: float
+    ) -> tuple[str, float, list[str], list[str]] | None:
+        best: tuple[str, float, list[str], list[str]] | None = None
+        best_value = unsplit + self.min_gain
+        for name in self.names:
+            values = sorted({self.features[c][name] for c in configs})
+            for low, high in itertools.pairwise(values):
+                threshold = _midpoint(low, high)
+                below = [c for c in configs if self.features[c][name] < threshold]
+                above = [c for c in configs if self.features[c][name] >= threshold]
+                value = self.best_leaf(below)[1] + self.best_leaf(above)[1]
+                if value > best_value + 1e-12:
+                    best, best_value = (name, threshold, below, above), value
+        return best
+
+
+def _collapsed(node: ThresholdSplit) -> DispatchNode:
+    """A split whose two sides are the same variant is that variant."""
+    if (
+        isinstance(node.below, DispatchLeaf)
+        and isinstance(node.above, DispatchLeaf)
+        and node.below.variant_id == node.above.variant_id
+    ):
+        return node.below
+    return node
+
+
+def dispatch_leaves(node: DispatchNode) -> list[DispatchLeaf]:
+    """Every leaf of a tree, below before above."""
+    if isinstance(node, DispatchLeaf):
+        return [node]
+    return dispatch_leaves(node.below) + dispatch_leaves(node.above)
