@@ -115,6 +115,40 @@ TUNABLES = {
 }
 # --- end ratchet:tunables ---
 
+# --- ratchet:dispatch (the composition step rewrites this block) ---
+REGIMES: dict[str, dict[str, str]] = {}
+
+
+def choose_regime(sizes):
+    """The REGIMES entry that serves inputs of these sizes (None: TUNABLES)."""
+    return None
+
+
+# --- end ratchet:dispatch ---
+
+
+class Sizes:
+    """What a dispatch predicate may read: the input's and the model's sizes, named as the
+    workload's configurations name them, and the device's streaming multiprocessors."""
+
+    def __init__(self, model: OptimizedTransformer, x: torch.Tensor) -> None:
+        self.batch_size, self.seq_len = int(x.shape[0]), int(x.shape[1])
+        self.d_model, self.num_heads = model.d_model, model.num_heads
+        self.ffn_dim, self.num_layers = model.ffn_dim, len(model.layers)
+        self.multiprocessors = (
+            torch.cuda.get_device_properties(x.device).multi_processor_count if x.is_cuda else 0
+        )
+
+
+def _checked(tunables: dict[str, str], where: str) -> dict[str, str]:
+    for name, value in tunables.items():
+        if name not in TUNABLE_SPACE:
+            raise ValueError(f"{where}: unknown tunable {name!r}; known: {sorted(TUNABLE_SPACE)}")
+        allowed = TUNABLE_SPACE[name]["values"]
+        if value not in allowed:
+            raise ValueError(f"{where}: tunable {name}={value!r} is not one of {allowed}")
+    return tunables
+
 
 class _Captured:
     """A captured forward: the graph and the static tensors it reads and writes."""
@@ -134,18 +168,20 @@ class OptimizedTransformer(nn.Module):
 
     def __init__(self, config: object, tunables: dict[str, str] | None = None) -> None:
         super().__init__()
-        chosen = dict(TUNABLES)
-        chosen.update(tunables or {})
-        for name, value in chosen.items():
-            if name not in TUNABLE_SPACE:
-                raise ValueError(f"unknown tunable {name!r}; known: {sorted(TUNABLE_SPACE)}")
-            allowed = TUNABLE_SPACE[name]["values"]
-            if value not in allowed:
-                raise ValueError(f"tunable {name}={value!r} is not one of {allowed}")
+        chosen = _checked({**TUNABLES, **(tunables or {})}, "TUNABLES")
+        # Regimes override the defaults in place: every module reads this one dict.
+        self._regimes = {
+            name: _checked({**chosen, **values}, f"REGIMES[{name!r}]")
+            for name, values in REGIMES.items()
+        }
+        self._defaults = dict(chosen)
+        self._regime: str | None = None
+        self._regime_for: dict[tuple[object, ...], str | None] = {}
         self.tunables = chosen
         self.causal = bool(getattr(config, "causal", True))
         d_model, heads = config.d_model, config.num_heads  # type: ignore[attr-defined]
         ffn_dim, num_layers = config.ffn_dim, config.num_layers  # type: ignore[attr-defined]
+        self.d_model, self.num_heads, self.ffn_dim = d_model, heads, ffn_dim
         self.layers = nn.ModuleList(
             TransformerBlock(d_model, heads, ffn_dim, chosen) for _ in range(num_layers)
         )
@@ -165,8 +201,8 @@ class OptimizedTransformer(nn.Module):
         self._graphs.clear()
         self._compiled = None
         for module in self.modules():
-            for name in ("_weights", "_fused"):
-                cache = getattr(module, name, None)
+            for cache_attr in ("_weights", "_fused"):
+                cache = getattr(module, cache_attr, None)
                 if isinstance(cache, DerivedCache):
                     cache.key = None
 
@@ -197,7 +233,7 @@ class OptimizedTransformer(nn.Module):
         return zero_padded(x, mask, self.tunables["padding_mask"])
 
     def _graphed(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-        key = (tuple(x.shape), x.dtype, x.device, mask is None)
+        key = (tuple(x.shape), x.dtype, x.device, mask is None, self._regime)
         if key not in self._graphs:
             static_x = x.clone()
             static_mask = None if mask is None else mask.clone()
@@ -225,9 +261,24 @@ class OptimizedTransformer(nn.Module):
             out[rows] = self._eager(x[rows], None if mask is None else mask[rows])
         return out
 
+    def _select_regime(self, x: torch.Tensor) -> None:
+        if not self._regimes:
+            return
+        key = (tuple(x.shape), str(x.device))
+        if key not in self._regime_for:  # a pure function of sizes: decided once per shape
+            self._regime_for[key] = choose_regime(Sizes(self, x))
+        regime = self._regime_for[key]
+        if regime is not None and regime not in self._regimes:
+            raise ValueError(f"choose_regime gave {regime!r}; REGIMES has {sorted(self._regimes)}")
+        if regime != self._regime:
+            self.tunables.clear()
+            self.tunables.update(self._defaults if regime is None else self._regimes[regime])
+            self._regime = regime
+
     def forward(
         self, x: torch.Tensor, valid_token_mask: torch.Tensor | None = None
     ) -> torch.Tensor:
+        self._select_regime(x)
         chunk = sequences_per_chunk(self, x)
         if chunk is not None:  # memory-bounded: whole model per group of sequences, no graph
             return self._chunked(x, valid_token_mask, chunk)
