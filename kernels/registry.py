@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Mapping
 
+from kernels.matchain.workload import matchain_workload
 from kernels.softmax.workload import softmax_workload
 from kernels.track3.workload import track3_workload
 from kernels.workload import Workload, WorkloadFactory
@@ -16,7 +17,7 @@ class UnknownWorkloadError(ValueError):
 
 def builtin_workloads() -> dict[str, WorkloadFactory]:
     """The workloads that ship with Ratchet, by name."""
-    return {"track3": track3_workload, "softmax": softmax_workload}
+    return {"track3": track3_workload, "softmax": softmax_workload, "matchain": matchain_workload}
 
 
 def resolve_workload(name: str, registry: Mapping[str, WorkloadFactory] | None = None) -> Workload:

@@ -197,6 +197,17 @@ class Workload(BaseModel):
             )
         return ids
 
+    def dispatch_features(self, config_id: str) -> dict[str, float]:
+        """The sizes a dispatch predicate may read for a config: its numeric fields, by the
+        names the seed's ``Sizes`` gives them (booleans are flags, not sizes)."""
+        config = self.configs[config_id]
+        values = config.model_dump()
+        return {
+            name: float(value)
+            for name, value in values.items()
+            if isinstance(value, int | float) and not isinstance(value, bool)
+        }
+
     def oracle_only_ids(self) -> set[str]:
         """Configs some set marks as beyond the reference (checked by the oracle, not timed)."""
         return {

@@ -132,6 +132,11 @@ class StepStarted(Payload):
     idea_theta: float = Field(description="Idea sampler draw (posterior mean if forced).")
     idea_forced: bool = Field(description="True when a fresh human idea jumped the queue.")
     parent_forced: bool = Field(description="True when a REDIRECT chose the parent.")
+    composition: dict[str, Any] | None = Field(
+        default=None,
+        description="A composition step's plan (search.DispatchPlan as JSON): the parent is "
+        "the frontier and the composer builds the dispatching candidate; None: an expansion.",
+    )
 
 
 class ExpansionFailed(Payload):

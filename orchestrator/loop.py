@@ -13,6 +13,7 @@ from agents.offline import interpret_idea
 from agents.tunables import TunablesError, idea_applied, read_space, read_tunables
 from orchestrator.agent_runs import drain_llm_calls, research_due, run_inspector, run_researcher
 from orchestrator.budget import Invocation, begin_invocation, budget_stop
+from orchestrator.composition import compose_step, composition_plan, composition_step
 from orchestrator.events import EventKind, RunStopped, StepStarted
 from orchestrator.repeats import repeated_failure_stop
 from orchestrator.stages import (
@@ -143,7 +144,9 @@ def choose_step(ctx: LoopContext, state: SearchState) -> StepStarted:
 
 def advance_step(ctx: LoopContext, state: SearchState, step: StepView) -> None:
     """Run the next missing stage of an open step."""
-    if step.sha is None:
+    if step.sha is None and step.started.composition is not None:
+        compose_step(ctx, state, step)
+    elif step.sha is None:
         expand_step(ctx, state, step)
     elif step.static is None:
         static_step(ctx, state, step)
@@ -153,7 +156,26 @@ def advance_step(ctx: LoopContext, state: SearchState, step: StepView) -> None:
         sweep_step(ctx, state, SweepJob(step.started.step, step.sha, step.started.parent_sha))
 
 
+def next_start(ctx: LoopContext, state: SearchState) -> StepStarted:
+    """A composition when the run's results call for one (and no REDIRECT forces a parent),
+    otherwise a parent and an idea drawn by the samplers."""
+    redirect = state.redirect
+    forced = redirect is not None and redirect.parent and state.next_step <= redirect.until_step
+    plan = None if forced else composition_plan(ctx, state)
+    return composition_step(state, plan) if plan is not None else choose_step(ctx, state)
+
+
 def _describe_start(state: SearchState, started: StepStarted) -> str:
+    if started.composition is not None:
+        regimes = len(started.composition.get("variants", []))
+        gain = (
+            started.composition["predicted_objective"] / started.composition["incumbent_objective"]
+        )
+        return (
+            f"step {started.step}: compose {regimes} regimes on the frontier "
+            f"{started.parent_sha[:10]} (predicted {gain:.3f}x over the best single variant, "
+            "from this run's per-config results)"
+        )
     idea = state.ideas[started.idea_id]
     parent = f"{started.parent_sha[:10]}" + (
         " (redirect)" if started.parent_forced else f" (theta {started.parent_theta:.2f})"
@@ -254,7 +276,7 @@ def run_loop(ctx: LoopContext, stop: StopSignal) -> RunSummary:
             if stop_reason is not None:
                 reason = stop_reason
                 break
-            started = choose_step(ctx, state)
+            started = next_start(ctx, state)
             ctx.ledger.append(started.to_event(EventKind.STEP_STARTED))
             ctx.reporter.line(_describe_start(state, started))
             state = current_state(ctx)

@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field
 from orchestrator.state import CandidateView, SearchState
 
 OFFLINE_AGENT = "offline"
+COMPOSER_AGENT = "composer"
 
 
 class GainOrigin(enum.StrEnum):
@@ -16,6 +17,7 @@ class GainOrigin(enum.StrEnum):
 
     SEARCH_CODE = "search_code"  # an agent the search ran wrote the code
     SEARCH_SWITCH = "search_switch"  # the search turned on a code path written by hand
+    SEARCH_COMPOSITION = "search_composition"  # the search dispatched to winners it measured
     HAND = "hand"  # a person chose it: a human IDEA, or a forced parent or idea
 
 
@@ -40,6 +42,12 @@ def _origin(state: SearchState, cand: CandidateView) -> tuple[GainOrigin, str]:
         return GainOrigin.HAND, f"a human IDEA by {idea.author}"
     if step is not None and (step.started.parent_forced or step.started.idea_forced):
         return GainOrigin.HAND, "a REDIRECT or a must-try idea forced this step"
+    if cand.agent == COMPOSER_AGENT:
+        return (
+            GainOrigin.SEARCH_COMPOSITION,
+            "the search composed variants it had measured, each serving the sizes where this "
+            "run measured it fastest",
+        )
     if cand.agent == OFFLINE_AGENT:
         return (
             GainOrigin.SEARCH_SWITCH,

@@ -9,7 +9,17 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_serializer,
+    field_validator,
+)
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
 
 from harness.models import TimingPlan
 from search import ObjectiveKind
@@ -61,6 +71,12 @@ class Settings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     run_dir: Path = Field(default=Path("ratchet-run"), description="Ledger, repo and evaluations.")
+    ledger: str | None = Field(
+        default=None,
+        description="SQLAlchemy URL of the run's ledger, e.g. "
+        "postgresql+psycopg://USER:PASSWORD@HOST/DATABASE for a database a team shares (None: "
+        "the SQLite file RUN_DIR/ledger.sqlite); recorded and shown without its password.",
+    )
     workload: str = Field(default="track3", description="Workload name or 'module:factory'.")
     device: DeviceChoice = Field(default=DeviceChoice.AUTO, description="auto, cpu or cuda.")
     config_set: str | None = Field(
@@ -149,6 +165,11 @@ class Settings(BaseModel):
     inspect_workload: bool = Field(
         default=True, description="Ask the workload inspector for ideas when a run starts."
     )
+    compose_regimes: bool = Field(
+        default=True,
+        description="When the run's own per-config results show different candidates winning "
+        "different regimes of sizes, build and judge one candidate that dispatches to each.",
+    )
     verify_frontier: bool = Field(
         default=True, description="Replicate every new frontier with A/A and planted controls."
     )
@@ -208,6 +229,37 @@ class Settings(BaseModel):
     def ledger_path(self) -> Path:
         """The SQLite ledger of the run."""
         return self.run_dir / "ledger.sqlite"
+
+    @field_validator("ledger")
+    @classmethod
+    def _ledger_is_a_url(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                make_url(value)
+            except ArgumentError:
+                raise ValueError(
+                    "not a database URL; use postgresql+psycopg://USER:PASSWORD@HOST/DATABASE "
+                    "or sqlite:///PATH, or leave it unset for RUN_DIR/ledger.sqlite"
+                ) from None
+        return value
+
+    @field_serializer("ledger")
+    def _ledger_without_password(self, value: str | None) -> str | None:
+        # Settings are recorded in the ledger: never with the database password.
+        return None if value is None else make_url(value).render_as_string(hide_password=True)
+
+    @property
+    def ledger_url(self) -> str:
+        """The run's ledger: the `ledger` URL, else the SQLite file in the run dir."""
+        return self.ledger if self.ledger is not None else f"sqlite:///{self.ledger_path}"
+
+    @property
+    def ledger_journal(self) -> Path | None:
+        """The head journal of a ledger that is not a SQLite file (in the run dir: each run
+        anchors the shared chain where it runs); None: beside the SQLite file."""
+        if self.ledger is None or make_url(self.ledger).get_backend_name() == "sqlite":
+            return None
+        return self.run_dir / "ledger.heads"
 
 
 def default_timing(device_kind: str, stage: str) -> TimingPlan:

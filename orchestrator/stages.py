@@ -114,22 +114,7 @@ def expand_step(ctx: LoopContext, state: SearchState, step: StepView) -> None:
     """Commit the step's candidate (reusing the step's branch after a crash) and record it."""
     number, started = step.started.step, step.started
     idea = state.ideas[started.idea_id]
-    existing = branch_commit(ctx.repo, step_branch(number))
-    if existing is not None:
-        commit = ctx.repo.commit(existing)
-        record = CandidateRecord(
-            sha=existing,
-            tree_sha=tree_of(ctx.repo, existing),
-            parent_sha=started.parent_sha,
-            step=number,
-            idea_id=idea.idea_id,
-            agent=ctx.expander.name,
-            message=str(commit.message),
-            prompt_hash=None,
-            cost={"wall_s": 0.0},
-        )
-        ctx.ledger.append(record)
-        ctx.reporter.line(f"  recovered commit {existing[:10]} of step {number} after a restart")
+    if recover_commit(ctx, started, ctx.expander.name):
         return
     frontier = state.frontier_sha
     request = ExpansionRequest(
@@ -153,7 +138,34 @@ def expand_step(ctx: LoopContext, state: SearchState, step: StepView) -> None:
         known_trees=[c.tree_sha for c in state.candidates.values()],
         seed=ctx.settings.seed * 1_000_003 + number,
     )
-    result = ctx.expander.expand(request)
+    record_expansion(ctx, step, ctx.expander.expand(request))
+
+
+def recover_commit(ctx: LoopContext, started: StepStarted, agent: str) -> bool:
+    """Record the commit a crashed run left on the step's branch; False when there is none."""
+    existing = branch_commit(ctx.repo, step_branch(started.step))
+    if existing is None:
+        return False
+    commit = ctx.repo.commit(existing)
+    record = CandidateRecord(
+        sha=existing,
+        tree_sha=tree_of(ctx.repo, existing),
+        parent_sha=started.parent_sha,
+        step=started.step,
+        idea_id=started.idea_id,
+        agent=agent,
+        message=str(commit.message),
+        prompt_hash=None,
+        cost={"wall_s": 0.0},
+    )
+    ctx.ledger.append(record)
+    ctx.reporter.line(f"  recovered commit {existing[:10]} of step {started.step} after a restart")
+    return True
+
+
+def record_expansion(ctx: LoopContext, step: StepView, result: ExpansionResult) -> None:
+    """The candidate an expansion committed, or why it committed none, into the ledger."""
+    number, started = step.started.step, step.started
     ctx.ledger.append_many(lesson_records(started, result))
     if result.outcome is not ExpansionOutcome.COMMITTED or result.sha is None:
         retryable = result.outcome.infrastructure and result.outcome != ExpansionOutcome.NO_CHANGE
@@ -161,7 +173,7 @@ def expand_step(ctx: LoopContext, state: SearchState, step: StepView) -> None:
         failure = ExpansionFailed(
             step=number,
             parent_sha=started.parent_sha,
-            idea_id=idea.idea_id,
+            idea_id=started.idea_id,
             outcome=result.outcome.value,
             message=result.message,
             infrastructure=result.outcome.infrastructure,
@@ -177,7 +189,7 @@ def expand_step(ctx: LoopContext, state: SearchState, step: StepView) -> None:
             tree_sha=result.tree_sha or tree_of(ctx.repo, result.sha),
             parent_sha=started.parent_sha,
             step=number,
-            idea_id=idea.idea_id,
+            idea_id=started.idea_id,
             agent=result.agent,
             message=result.message,
             prompt_hash=result.prompt_hash,

@@ -105,7 +105,7 @@ def request(
         name: name
         for name in (
             *("title", "regimes", "predicted"),
-            *("predicted_objective", "frontier_objective", "parent_sha"),
+            *("predicted_objective", "best_single_objective", "parent_sha"),
         )
     }
     return CompositionRequest(

@@ -20,7 +20,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_builtin_names_resolve() -> None:
-    assert set(builtin_workloads()) == {"track3", "softmax"}
+    assert set(builtin_workloads()) == {"track3", "softmax", "matchain"}
     track3 = resolve_workload("track3")
     softmax = resolve_workload("softmax")
     assert isinstance(track3, Workload) and track3.name == "track3"
@@ -171,3 +171,21 @@ def test_resolve_config_ids_accepts_screen_sets() -> None:
     assert workload.resolve_config_ids("screen:official") == ("2", "1", "7", "13")
     with pytest.raises(ValueError, match="no config set"):
         workload.resolve_config_ids("screen:nope")
+
+
+def test_dispatch_features_are_a_configs_numeric_sizes() -> None:
+    track3 = resolve_workload("track3")
+    assert track3.dispatch_features("7") == {
+        "batch_size": 64.0,
+        "seq_len": 128.0,
+        "d_model": 32.0,
+        "num_heads": 4.0,
+        "ffn_dim": 32.0,
+        "num_layers": 4.0,
+    }  # `causal` is a flag, not a size
+    assert resolve_workload("matchain").dispatch_features("tall") == {
+        "m": 1024.0,
+        "k": 256.0,
+        "n": 256.0,
+        "p": 8.0,
+    }

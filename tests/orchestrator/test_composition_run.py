@@ -1,0 +1,63 @@
+"""A real CPU search composes the regime winners it measured and promotes the composition."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import git
+import pytest
+
+from agents.dispatch import read_regimes
+from ledger import Ledger
+from orchestrator import service
+from orchestrator.composition import COMPOSE_IDEA, measured_scores
+from orchestrator.provenance import GainOrigin, frontier_gains
+from orchestrator.state import derive_state
+from search import DispatchPlan, Verdict
+from tests.orchestrator.conftest import ListReporter, fast_settings
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("matchain-run") / "run"
+    settings = fast_settings(root, workload="matchain", max_candidates=3, verify_frontier=False)
+    summary = service.run_search(settings, ListReporter())
+    assert summary.reason == "reached 3 candidates"
+    return root
+
+
+def test_the_composition_beats_each_of_its_parts_and_is_promoted(run_dir: Path) -> None:
+    with Ledger.open_path(run_dir / "ledger.sqlite", create=False) as ledger:
+        state = derive_state(ledger)
+        scores = measured_scores(ledger)
+    composed = [c for c in state.candidates.values() if c.agent == "composer"]
+    assert len(composed) == 1, [c.agent for c in state.candidates.values()]
+    frontier = state.candidates[str(state.frontier_sha)]
+    assert frontier.sha == composed[0].sha and frontier.verdict is Verdict.PROMOTED
+    assert frontier.idea_id == COMPOSE_IDEA
+    plan = DispatchPlan.model_validate(state.steps[frontier.step].started.composition)
+    # Each part wins one regime: left-to-right where the output is wide, right-to-left where
+    # it is tall; the composition is faster than either over the whole set.
+    assert plan.assignment["tall"] != plan.assignment["short"]
+    assert frontier.objective is not None
+    for part in plan.variants:
+        part_geomean = math.exp(sum(math.log(s) for s in scores[part].values()) / 3)
+        assert frontier.objective > 1.2 * part_geomean, (part[:10], part_geomean)
+
+
+def test_the_composed_source_dispatches_on_sizes_and_says_where_it_came_from(
+    run_dir: Path,
+) -> None:
+    with Ledger.open_path(run_dir / "ledger.sqlite", create=False) as ledger:
+        state = derive_state(ledger)
+    frontier = state.candidates[str(state.frontier_sha)]
+    source = git.Repo(run_dir / "repo").git.show(f"{frontier.sha}:candidate.py")
+    regimes = read_regimes(source)
+    assert len(regimes) == 1 and {r["association"] for r in regimes.values()} <= {"left", "right"}
+    assert "def choose_regime(sizes):" in source and "==" not in source.split("def choose_")[1]
+    gains = frontier_gains(state)
+    assert gains[-1].origin is GainOrigin.SEARCH_COMPOSITION
+    assert "compose: 2 regimes" in frontier.message
