@@ -52,7 +52,7 @@ def interpret_idea(text: str, space: Mapping[str, Sequence[str]]) -> dict[str, s
     tunables whose names match best are to be changed (value None)."""
     words = _tokens(text)
     by_value: dict[str, str] = {}
-    by_name: dict[str, int] = {}
+    by_name: dict[str, tuple[int, float]] = {}
     for name, values in space.items():
         best_value, best_hits = None, 0
         for value in values[1:]:
@@ -61,9 +61,12 @@ def interpret_idea(text: str, space: Mapping[str, Sequence[str]]) -> dict[str, s
                 best_value, best_hits = value, hits
         if best_value is not None:
             by_value[name] = best_value
-        name_hits = len(_tokens(name.replace("_", " ")) & words)
+        name_tokens = _tokens(name.replace("_", " "))
+        name_hits = len(name_tokens & words)
         if name_hits:
-            by_name[name] = name_hits
+            # Ties go to the name the words cover best: "attention" over "fused attention
+            # operands" for "rethink the attention".
+            by_name[name] = (name_hits, name_hits / len(name_tokens))
     if by_value:
         return dict(by_value)
     if not by_name:

@@ -34,6 +34,7 @@ for config_id, precision, padding, block_rows, *changes in json.loads(sys.argv[1
     config = CONFIGS[config_id].model_copy(update=changes[0] if changes else {})
     reference = build_reference_model(config, device="cpu", seed=1234)
     tunables = {"fused_kernel": "triton", "matmul_precision": precision, "fused_rows": block_rows}
+    tunables.update(changes[1] if len(changes) > 1 else {})
     model = seed.OptimizedTransformer(config, tunables)
     model.load_state_dict(reference.state_dict(), strict=True)
     x, mask = generate_inputs(config, 1234, padding, 1.0, "cpu")
@@ -48,7 +49,16 @@ print(json.dumps(rows))
 """
 
 
-Case = tuple[str, str, float, str] | tuple[str, str, float, str, dict[str, int]]
+Case = (
+    tuple[str, str, float, str]
+    | tuple[str, str, float, str, dict[str, int]]
+    | tuple[str, str, float, str, dict[str, int], dict[str, str]]
+)
+IEEE_EVERYWHERE = {
+    "fused_projection_operands": "fp32_ieee",
+    "fused_attention_operands": "fp32_ieee",
+    "fused_ffn_operands": "fp32_ieee",
+}
 
 
 def run_interpreted(cases: list[Case], script: str = SCRIPT) -> list[dict[str, object]]:
@@ -104,16 +114,33 @@ def test_a_broken_fused_kernel_fails_the_gate(tmp_path: Path) -> None:
     assert rows[0]["fits"] and rows[0]["failed"] > 0  # type: ignore[operator]
 
 
-def test_width_32_takes_the_torch_path() -> None:
-    """Below width 64 the fused kernels' fp16 rounding failed the gate on the H200: those
-    shapes keep the torch path even under the interpreter, where width 64 is fused (above)."""
-    rows = run_interpreted([("cpu-5", "fp16", 0.0, "auto")])
-    assert rows[0]["fits"] is False
+def test_schedule_tunables_and_ieee_operands_pass_the_gate() -> None:
+    # Width 32 (where the H200 measured fp16 operands failing) served with exact fp32 operands,
+    # each GEMM group on its own, and the block sizes and stages the search may choose.
+    schedule = {"fused_keys": "16", "fused_ffn_block": "32", "fused_stages": "2"}
+    cases: list[Case] = [
+        ("cpu-5", "fp32", 0.5, "auto", {}, IEEE_EVERYWHERE),
+        ("cpu-4", "fp32", 0.0, "32", {}, {"fused_attention_operands": "fp32_ieee"}),
+        ("cpu-2", "fp32", 0.25, "auto", {}, {"fused_projection_operands": "fp32_ieee"}),
+        ("cpu-3", "fp32", 0.0, "auto", {}, {**schedule, "fused_ffn_operands": "fp32_ieee"}),
+        ("cpu-1", "fp32", 0.5, "64", {}, {**schedule, "fused_keys": "128"}),
+    ]
+    rows = run_interpreted(cases)
+    for case, row in zip(cases, rows, strict=True):
+        assert row["fits"], case
+        assert row["failed"] == 0, (case, row)
 
 
-def test_fused_operands_are_fp16_whatever_the_torch_path_precision() -> None:
-    """fp32 operands are TF32 inside Triton (gate failures on the H200): the packs are fp16
-    with fp32 vectors, while matmul_precision keeps governing the torch path."""
+def test_fused_min_width_sends_narrower_models_to_the_torch_path() -> None:
+    narrow: Case = ("cpu-5", "fp16", 0.0, "auto", {}, {"fused_min_width": "64"})
+    default: Case = ("cpu-5", "fp16", 0.0, "auto")
+    rows = run_interpreted([narrow, default])
+    assert rows[0]["fits"] is False and rows[1]["fits"] is True
+
+
+def test_packs_follow_the_operand_tunables_whatever_the_torch_path_precision() -> None:
+    """The packs are fp16 unless a weight GEMM takes fp32 IEEE operands (fp32 operands would
+    be TF32 inside Triton), while matmul_precision keeps governing the torch path."""
     import torch
 
     from kernels.track3 import CONFIGS
@@ -125,3 +152,12 @@ def test_fused_operands_are_fp16_whatever_the_torch_path_precision() -> None:
         vecs, mats = model._packs()
         assert (vecs.dtype, mats.dtype) == (torch.float32, torch.float16), precision
         assert model.layers[0].tunables["matmul_precision"] == precision
+    for name, packed in (
+        ("fused_projection_operands", torch.float32),
+        ("fused_ffn_operands", torch.float32),
+        ("fused_attention_operands", torch.float16),  # K/V become fp32, the weights do not
+    ):
+        model = seed.OptimizedTransformer(
+            CONFIGS["cpu-3"], {"fused_kernel": "triton", name: "fp32_ieee"}
+        )
+        assert model._packs()[1].dtype == packed, name

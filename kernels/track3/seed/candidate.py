@@ -21,9 +21,11 @@ import torch
 from torch import nn
 
 from .block import TransformerBlock
+from .capture import GraphCache
 from .chunking import sequences_per_chunk
 from .common import DerivedCache, weight_key, zero_padded
-from .fused import FUSED_OPERANDS, fused_fits, fused_forward, fused_packs
+from .fused import fused_fits, fused_forward, fused_packs, pack_dtype
+from .regimes import Sizes, checked
 
 # Every choice the offline expander may make: values[0] is the reference behaviour.
 TUNABLE_SPACE = {
@@ -67,8 +69,27 @@ TUNABLE_SPACE = {
         "doc": "torch operators per layer, or (CUDA, narrow models) one fused Triton kernel per "
         "layer: LayerNorms, projections, causal online-softmax attention, out_proj, exact-GELU "
         "FFN and residuals in registers, K/V of the next layer written by the same kernel; "
-        "operands fp16 with fp32 accumulation whatever matmul_precision says, shapes the "
-        "kernels do not serve keep the torch path in matmul_precision",
+        "operands as the fused_*_operands tunables say (matmul_precision governs only the "
+        "torch path), shapes the kernels do not serve keep the torch path",
+    },
+    "fused_min_width": {
+        "values": ["16", "32", "64", "128"],
+        "doc": "narrowest model the fused kernels serve (16: every width their tiles allow); "
+        "narrower ones take the torch path",
+    },
+    "fused_projection_operands": {
+        "values": ["fp16", "fp32_ieee"],
+        "doc": "operands of the fused kernels' Q/K/V and out_proj GEMMs: fp16 with fp32 "
+        "accumulation, or fp32 with IEEE products (exact, slower)",
+    },
+    "fused_attention_operands": {
+        "values": ["fp16", "fp32_ieee"],
+        "doc": "operands of the fused attention's QK^T and PV products (and the stored K/V): "
+        "fp16, or fp32 with IEEE products",
+    },
+    "fused_ffn_operands": {
+        "values": ["fp16", "fp32_ieee"],
+        "doc": "operands of the fused FFN's two GEMMs: fp16, or fp32 with IEEE products",
     },
     "fused_rows": {
         "values": ["auto", "16", "32", "64", "128"],
@@ -78,6 +99,19 @@ TUNABLE_SPACE = {
     "fused_warps": {
         "values": ["auto", "4", "8"],
         "doc": "warps per program of the fused kernels (auto: 4)",
+    },
+    "fused_keys": {
+        "values": ["auto", "16", "32", "64", "128"],
+        "doc": "keys per block of the fused attention's online-softmax loop (auto: up to 64, "
+        "fewer when the score tile would spill)",
+    },
+    "fused_ffn_block": {
+        "values": ["auto", "16", "32", "64", "128"],
+        "doc": "FFN columns per block of the fused FFN loop (auto: up to 64)",
+    },
+    "fused_stages": {
+        "values": ["auto", "1", "2", "3", "4"],
+        "doc": "software-pipelining stages of the fused kernels' loops (auto: Triton's default)",
     },
     "batch_chunk": {
         "values": ["none", "auto", "1"],
@@ -109,6 +143,13 @@ TUNABLES = {
     "fused_kernel": "none",
     "fused_rows": "auto",
     "fused_warps": "auto",
+    "fused_keys": "auto",
+    "fused_ffn_block": "auto",
+    "fused_stages": "auto",
+    "fused_min_width": "16",
+    "fused_projection_operands": "fp16",
+    "fused_attention_operands": "fp16",
+    "fused_ffn_operands": "fp16",
     "batch_chunk": "none",
     "whole_model_compile": "none",
     "graph_capture": "none",
@@ -127,51 +168,15 @@ def choose_regime(sizes):
 # --- end ratchet:dispatch ---
 
 
-class Sizes:
-    """What a dispatch predicate may read: the input's and the model's sizes, named as the
-    workload's configurations name them, and the device's streaming multiprocessors."""
-
-    def __init__(self, model: OptimizedTransformer, x: torch.Tensor) -> None:
-        self.batch_size, self.seq_len = int(x.shape[0]), int(x.shape[1])
-        self.d_model, self.num_heads = model.d_model, model.num_heads
-        self.ffn_dim, self.num_layers = model.ffn_dim, len(model.layers)
-        self.multiprocessors = (
-            torch.cuda.get_device_properties(x.device).multi_processor_count if x.is_cuda else 0
-        )
-
-
-def _checked(tunables: dict[str, str], where: str) -> dict[str, str]:
-    for name, value in tunables.items():
-        if name not in TUNABLE_SPACE:
-            raise ValueError(f"{where}: unknown tunable {name!r}; known: {sorted(TUNABLE_SPACE)}")
-        allowed = TUNABLE_SPACE[name]["values"]
-        if value not in allowed:
-            raise ValueError(f"{where}: tunable {name}={value!r} is not one of {allowed}")
-    return tunables
-
-
-class _Captured:
-    """A captured forward: the graph and the static tensors it reads and writes."""
-
-    def __init__(
-        self,
-        graph: torch.cuda.CUDAGraph,
-        x: torch.Tensor,
-        mask: torch.Tensor | None,
-        out: torch.Tensor,
-    ) -> None:
-        self.graph, self.x, self.mask, self.out = graph, x, mask, out
-
-
 class OptimizedTransformer(nn.Module):
     """Drop-in for the reference ``Transformer(config)`` with tunable internals."""
 
     def __init__(self, config: object, tunables: dict[str, str] | None = None) -> None:
         super().__init__()
-        chosen = _checked({**TUNABLES, **(tunables or {})}, "TUNABLES")
+        chosen = checked({**TUNABLES, **(tunables or {})}, TUNABLE_SPACE, "TUNABLES")
         # Regimes override the defaults in place: every module reads this one dict.
         self._regimes = {
-            name: _checked({**chosen, **values}, f"REGIMES[{name!r}]")
+            name: checked({**chosen, **values}, TUNABLE_SPACE, f"REGIMES[{name!r}]")
             for name, values in REGIMES.items()
         }
         self._defaults = dict(chosen)
@@ -186,14 +191,15 @@ class OptimizedTransformer(nn.Module):
             TransformerBlock(d_model, heads, ffn_dim, chosen) for _ in range(num_layers)
         )
         self.final_norm = nn.LayerNorm(d_model, eps=1e-5)
-        self._graphs: dict[tuple[object, ...], _Captured] = {}
+        self._graphs = GraphCache()
         self._fused = DerivedCache()
         self._compiled: Any = None
 
     def _packs(self) -> tuple[torch.Tensor, torch.Tensor]:
         params = list(self.parameters())
-        key = (*weight_key(*params), FUSED_OPERANDS)
-        return self._fused.get(key, lambda: fused_packs(self, FUSED_OPERANDS))
+        dtype = pack_dtype(self.tunables)
+        key = (*weight_key(*params), dtype)
+        return self._fused.get(key, lambda: fused_packs(self, dtype))
 
     def _forget_derived(self) -> None:
         """Drop captured graphs, compiled code and every derived-weight cache: after new
@@ -234,25 +240,7 @@ class OptimizedTransformer(nn.Module):
 
     def _graphed(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
         key = (tuple(x.shape), x.dtype, x.device, mask is None, self._regime)
-        if key not in self._graphs:
-            static_x = x.clone()
-            static_mask = None if mask is None else mask.clone()
-            side = torch.cuda.Stream()
-            side.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(side):
-                for _ in range(3):  # warm up caches and kernels outside the capture
-                    self._eager(static_x, static_mask)
-            torch.cuda.current_stream().wait_stream(side)
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                static_out = self._eager(static_x, static_mask)
-            self._graphs[key] = _Captured(graph, static_x, static_mask, static_out)
-        captured = self._graphs[key]
-        captured.x.copy_(x)
-        if mask is not None and captured.mask is not None:
-            captured.mask.copy_(mask)
-        captured.graph.replay()
-        return captured.out.clone()  # never hand out the graph's own buffer
+        return self._graphs.replay(key, self._eager, x, mask)
 
     def _chunked(self, x: torch.Tensor, mask: torch.Tensor | None, chunk: int) -> torch.Tensor:
         out = torch.empty_like(x)

@@ -9,23 +9,32 @@ import torch
 from .fused_kernels import kernels_runnable, kv_kernel, layer_kernel
 
 # The fused kernels keep [block rows x width] fp32 tiles in registers: wider models take the
-# GEMM-library path.
+# GEMM-library path. Below 16 columns Triton's dot has no tile.
 MAX_FUSED_WIDTH = 256
 MAX_FUSED_HEAD = 128
-# Narrower models take the torch path too: at width 32 the fp16 operands' rounding left the
-# fused path 0.0021-0.0023 from the TF32 reference at input scale 0.5, failing the gate by one
-# element in 2 of 2 H200 evaluations (width 128 passed every trial); it is launch-bound
-# either way. An fp16x3 split of every projection was closer to exact but further from the
-# TF32 reference (0.0032) and half as fast on 10,000 x 128 (docs/results/track3-h200-progress.md).
-MIN_FUSED_WIDTH = 64
+MIN_TILE = 16
 # Score values per program ([heads x rows x keys]): more spills registers.
 SCORE_TILE = 16384
-# The fused kernels' operand type, whatever matmul_precision says (it governs the torch path):
-# fp32 operands run as TF32 inside Triton and failed the gate on every config on the H200, and
-# bf16 operands fail it too; fp16 with fp32 accumulation, LayerNorm, softmax and residual pass.
-# Tying the two made the torch fallback (width 1024) fp16 as well, which fails the gate at input
-# scale 0.5.
-FUSED_OPERANDS = torch.float16
+# Each GEMM group's operands: fp16 with fp32 accumulation, or fp32 with IEEE products (fp32
+# operands would otherwise run as TF32 inside Triton). LayerNorm, softmax, GELU and the
+# residual stay fp32 either way; matmul_precision governs only the torch path.
+OPERAND_TUNABLES = {
+    "IEEE_QKV": "fused_projection_operands",
+    "IEEE_ATT": "fused_attention_operands",
+    "IEEE_FFN": "fused_ffn_operands",
+}
+IEEE = "fp32_ieee"
+
+
+def operand_flags(tunables: dict[str, str]) -> dict[str, bool]:
+    """Which GEMM groups of the fused kernels take fp32 IEEE operands."""
+    return {flag: tunables[name] == IEEE for flag, name in OPERAND_TUNABLES.items()}
+
+
+def pack_dtype(tunables: dict[str, str]) -> torch.dtype:
+    """Weights are packed fp32 when a weight GEMM takes fp32 operands, else fp16."""
+    flags = operand_flags(tunables)
+    return torch.float32 if flags["IEEE_QKV"] or flags["IEEE_FFN"] else torch.float16
 
 
 def _next_pow2(n: int) -> int:
@@ -72,6 +81,11 @@ def fused_packs(model: Any, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Ten
     return torch.stack(vecs).contiguous(), torch.stack(mats).contiguous()
 
 
+def _chosen(tunable: str, automatic: int, most: int) -> int:
+    """A block-size tunable ('auto' or a power of two), never beyond what the shape allows."""
+    return automatic if tunable == "auto" else max(MIN_TILE, min(int(tunable), most))
+
+
 def block_rows(model: Any, x: torch.Tensor, heads_pad: int) -> int:
     """Rows per program: as many as the registers allow, fewer when that would leave SMs idle
     (dispatch on the input's size and the device's SM count, never on configuration ids)."""
@@ -96,21 +110,27 @@ def fused_meta(model: Any, x: torch.Tensor) -> dict[str, Any]:
     heads_pad, head_pad = _next_pow2(heads), max(16, _next_pow2(width // heads))
     width_pad = max(16, _next_pow2(width))
     rows = block_rows(model, x, heads_pad)
-    chosen_warps = model.tunables["fused_warps"]
-    # auto: 4 warps, measured faster than 8 on every config swept (H200, 2026-11-30).
-    warps = 4 if chosen_warps == "auto" else int(chosen_warps)
+    tunables = model.tunables
+    # auto: Triton's defaults (4 warps; the launcher's stages).
+    warps = 4 if tunables["fused_warps"] == "auto" else int(tunables["fused_warps"])
+    keys_most = max(MIN_TILE, min(_next_pow2(seq), SCORE_TILE // (heads_pad * rows)))
+    ffn_most = max(MIN_TILE, _next_pow2(ffn))
     return {
         "shape": {"D": width, "H_PAD": heads_pad, "DH_PAD": head_pad, "D_PAD": width_pad},
         "blocks": {
             "BM": rows,
-            "BN": max(16, min(64, _next_pow2(seq), SCORE_TILE // (heads_pad * rows))),
-            "BF": min(64, max(16, _next_pow2(ffn))),
+            "BN": _chosen(tunables["fused_keys"], min(64, keys_most), keys_most),
+            "BF": _chosen(tunables["fused_ffn_block"], min(64, ffn_most), ffn_most),
             "F": ffn,
         },
         "grid": (-(-seq // rows), batch),
         # 8 warps over narrow tiles made Triton 3.6 read out of bounds on the H200 (rows 64,
-        # 16-wide head tiles) and were slower where they ran: keep those at 4.
+        # 16-wide head tiles): a launch that cannot work keeps 4 warps.
         "warps": 4 if width_pad <= 64 or head_pad <= 16 else warps,
+        "stages": {}
+        if tunables["fused_stages"] == "auto"
+        else {"num_stages": int(tunables["fused_stages"])},
+        "operands": operand_flags(tunables),
         "scale": (width // heads) ** -0.5,
         "eps": first.norm1.eps,
     }
@@ -123,13 +143,24 @@ def fused_forward(
     vec, mat = packs
     meta = fused_meta(model, x)
     shape, blocks, grid, warps = meta["shape"], meta["blocks"], meta["grid"], meta["warps"]
+    launch, operands = {"num_warps": warps, **meta["stages"]}, meta["operands"]
     batch, seq, _ = x.shape
     x = x.contiguous()
     out = torch.empty_like(x)
     kv_shape = (2, batch, shape["H_PAD"], 2, seq, shape["DH_PAD"])
-    kv = torch.empty(kv_shape, device=x.device, dtype=mat.dtype)
+    kv_dtype = torch.float32 if operands["IEEE_ATT"] else torch.float16
+    kv = torch.empty(kv_shape, device=x.device, dtype=kv_dtype)
     kv_kernel[grid](
-        x, kv[0], vec[0], mat[0], seq, meta["eps"], BM=blocks["BM"], num_warps=warps, **shape
+        x,
+        kv[0],
+        vec[0],
+        mat[0],
+        seq,
+        meta["eps"],
+        BM=blocks["BM"],
+        IEEE_QKV=operands["IEEE_QKV"],
+        **launch,
+        **shape,
     )
     key_mask = x if mask is None else mask.contiguous().view(torch.uint8)
     layers = len(model.layers)
@@ -149,7 +180,8 @@ def fused_forward(
             meta["eps"],
             HAS_MASK=mask is not None,
             LAST=i + 1 >= layers,
-            num_warps=warps,
+            **operands,
+            **launch,
             **shape,
             **blocks,
         )
@@ -158,13 +190,15 @@ def fused_forward(
 
 def fused_fits(model: Any, x: torch.Tensor) -> bool:
     """Whether the fused kernels serve this input: Triton present, CUDA (or the Triton
-    interpreter on any device), causal, narrow enough for register tiles, wide enough for
-    their fp16 rounding to pass the gate."""
+    interpreter on any device), causal, narrow enough for register tiles, and at least as wide
+    as both the smallest tile and the fused_min_width tunable (narrower inputs fall back to the
+    torch path)."""
     if not model.causal or x.dim() != 3:
         return False
     first = model.layers[0]
     width, heads = x.shape[-1], first.attention.num_heads
-    narrow = MIN_FUSED_WIDTH <= width <= MAX_FUSED_WIDTH and width // heads <= MAX_FUSED_HEAD
+    least = max(MIN_TILE, int(model.tunables["fused_min_width"]))
+    narrow = least <= width <= MAX_FUSED_WIDTH and width // heads <= MAX_FUSED_HEAD
     return (
         narrow and first.ffn_in.out_features <= 4 * MAX_FUSED_WIDTH and kernels_runnable(x.is_cuda)
     )

@@ -15,6 +15,14 @@ except ImportError:  # CPU-only installs: the torch path serves every shape
 if HAVE_TRITON:
 
     @triton.jit
+    def _dot(a, b, IEEE: tl.constexpr):
+        """a @ b with fp32 accumulation: fp16 operands, or fp32 operands with IEEE products
+        (Triton would otherwise round fp32 operands to TF32)."""
+        if IEEE:
+            return tl.dot(a.to(tl.float32), b.to(tl.float32), input_precision="ieee")
+        return tl.dot(a.to(tl.float16), b.to(tl.float16))
+
+    @triton.jit
     def _layer_norm(x, w_ptr, b_ptr, cols, D: tl.constexpr, eps):
         """Row LayerNorm of an fp32 tile whose columns >= D are zero."""
         live = cols < D
@@ -27,7 +35,14 @@ if HAVE_TRITON:
 
     @triton.jit
     def _linear(
-        h, w_ptr, b_ptr, N: tl.constexpr, K: tl.constexpr, N_PAD: tl.constexpr, K_PAD: tl.constexpr
+        h,
+        w_ptr,
+        b_ptr,
+        N: tl.constexpr,
+        K: tl.constexpr,
+        N_PAD: tl.constexpr,
+        K_PAD: tl.constexpr,
+        IEEE: tl.constexpr,
     ):
         """h @ W^T + b in fp32 for a row-major W [N, K]; columns >= N are exactly 0."""
         ks = tl.arange(0, K_PAD)
@@ -35,7 +50,7 @@ if HAVE_TRITON:
         live = (ks[:, None] < K) & (ns[None, :] < N)
         wt = tl.load(w_ptr + ns[None, :] * K + ks[:, None], mask=live, other=0.0)
         bias = tl.load(b_ptr + ns, mask=ns < N, other=0.0)
-        return tl.dot(h, wt) + bias[None, :]
+        return _dot(h, wt, IEEE) + bias[None, :]
 
     @triton.jit
     def _store_kv(
@@ -49,15 +64,16 @@ if HAVE_TRITON:
         HP: tl.constexpr,
         DH_PAD: tl.constexpr,
         D_PAD: tl.constexpr,
+        IEEE_QKV: tl.constexpr,
     ):
         """K and V of these rows, every head at once, into kv[head, 0|1, row, :DH_PAD]."""
         cs = tl.arange(0, HP)
         at = kv_ptr + (cs // DH_PAD)[None, :] * 2 * S * DH_PAD + rows[:, None] * DH_PAD
         at += (cs % DH_PAD)[None, :]
         live = (rows < S)[:, None]
-        k = _linear(h, mat + HP * D, vec + 2 * D + HP, HP, D, HP, D_PAD)
+        k = _linear(h, mat + HP * D, vec + 2 * D + HP, HP, D, HP, D_PAD, IEEE_QKV)
         tl.store(at, k.to(kv_ptr.dtype.element_ty), mask=live)
-        v = _linear(h, mat + 2 * HP * D, vec + 2 * D + 2 * HP, HP, D, HP, D_PAD)
+        v = _linear(h, mat + 2 * HP * D, vec + 2 * D + 2 * HP, HP, D, HP, D_PAD, IEEE_QKV)
         tl.store(at + S * DH_PAD, v.to(kv_ptr.dtype.element_ty), mask=live)
 
     @triton.jit
@@ -73,6 +89,7 @@ if HAVE_TRITON:
         DH_PAD: tl.constexpr,
         D_PAD: tl.constexpr,
         BM: tl.constexpr,
+        IEEE_QKV: tl.constexpr,
     ):
         """The first layer's K and V (later layers' come out of the previous layer's kernel)."""
         seq = tl.program_id(1).to(tl.int64)
@@ -80,9 +97,9 @@ if HAVE_TRITON:
         cols = tl.arange(0, D_PAD)
         live = (rows[:, None] < S) & (cols[None, :] < D)
         x = tl.load(x_ptr + seq * S * D + rows[:, None] * D + cols[None, :], mask=live, other=0.0)
-        h = _layer_norm(x, vec, vec + D, cols, D, eps).to(mat.dtype.element_ty)
+        h = _layer_norm(x, vec, vec + D, cols, D, eps)
         kv = kv_ptr + seq * H_PAD * 2 * S * DH_PAD
-        _store_kv(h, mat, vec, kv, rows, S, D, H_PAD * DH_PAD, DH_PAD, D_PAD)
+        _store_kv(h, mat, vec, kv, rows, S, D, H_PAD * DH_PAD, DH_PAD, D_PAD, IEEE_QKV)
 
     @triton.jit
     def _attention_rows(
@@ -100,13 +117,15 @@ if HAVE_TRITON:
         D_PAD: tl.constexpr,
         BM: tl.constexpr,
         BN: tl.constexpr,
+        IEEE_QKV: tl.constexpr,
+        IEEE_ATT: tl.constexpr,
     ):
         """Causal attention of these query rows over the stored K/V, all heads batched, through
         out_proj without its bias. Padded heads and head columns carry zero weights.
 
         Right padding needs no key mask: a valid query i sees keys j <= i, all valid."""
         HP: tl.constexpr = H_PAD * DH_PAD
-        q = _linear(h, mat, vec + 2 * D, HP, D, HP, D_PAD).to(mat.dtype.element_ty)
+        q = _linear(h, mat, vec + 2 * D, HP, D, HP, D_PAD, IEEE_QKV).to(kv_ptr.dtype.element_ty)
         q = tl.permute(tl.reshape(q, (BM, H_PAD, DH_PAD)), (1, 0, 2))
         heads = tl.arange(0, H_PAD)[:, None, None] * 2 * S * DH_PAD
         ds = tl.arange(0, DH_PAD)[None, None, :]
@@ -119,22 +138,22 @@ if HAVE_TRITON:
             kmask = (keys < S)[None, :, None]
             k = tl.load(at, mask=kmask, other=0.0)
             v = tl.load(at + S * DH_PAD, mask=kmask, other=0.0)
-            s = tl.dot(q, tl.permute(k, (0, 2, 1))) * scale
+            s = _dot(q, tl.permute(k, (0, 2, 1)), IEEE_ATT) * scale
             seen = (keys[None, :] <= rows[:, None]) & (keys[None, :] < S)
             s = tl.where(seen[None, :, :], s, -float("inf"))
             m_new = tl.maximum(m_i, tl.max(s, axis=2))
             p = tl.exp(s - m_new[:, :, None])
             alpha = tl.exp(m_i - m_new)
             l_i = l_i * alpha + tl.sum(p, axis=2)
-            ctx = ctx * alpha[:, :, None] + tl.dot(p.to(v.dtype), v)
+            ctx = ctx * alpha[:, :, None] + _dot(p, v, IEEE_ATT)
             m_i = m_new
-        ctx = (ctx / l_i[:, :, None]).to(mat.dtype.element_ty)
+        ctx = ctx / l_i[:, :, None]
         ctx = tl.reshape(tl.permute(ctx, (1, 0, 2)), (BM, HP))
         cs = tl.arange(0, HP)
         ns = tl.arange(0, D_PAD)
         wo = mat + 3 * HP * D
         wt = tl.load(wo + ns[None, :] * HP + cs[:, None], mask=(ns < D)[None, :], other=0.0)
-        return tl.dot(ctx, wt)
+        return _dot(ctx, wt, IEEE_QKV)
 
     @triton.jit
     def _ffn_rows(
@@ -147,6 +166,7 @@ if HAVE_TRITON:
         D_PAD: tl.constexpr,
         BM: tl.constexpr,
         BF: tl.constexpr,
+        IEEE_FFN: tl.constexpr,
     ):
         """gelu(h W1^T + b1) W2^T without W2's bias; the pre-GELU values stay fp32."""
         acc = tl.zeros((BM, D_PAD), dtype=tl.float32)
@@ -158,11 +178,11 @@ if HAVE_TRITON:
             live = (ks[:, None] < D) & (fs[None, :] < F)
             wt = tl.load(w1 + fs[None, :] * D + ks[:, None], mask=live, other=0.0)
             bias = tl.load(vec + 5 * D + 3 * HP + fs, mask=fs < F, other=0.0)
-            t = tl.dot(h, wt) + bias[None, :]
+            t = _dot(h, wt, IEEE_FFN) + bias[None, :]
             t = 0.5 * t * (1.0 + tl.math.erf(t * 0.7071067811865476))
             live2 = (fs[:, None] < F) & (ks[None, :] < D)
             w2t = tl.load(w2 + ks[None, :] * F + fs[:, None], mask=live2, other=0.0)
-            acc += tl.dot(t.to(mat.dtype.element_ty), w2t)
+            acc += _dot(t, w2t, IEEE_FFN)
         return acc
 
     @triton.jit
@@ -189,6 +209,9 @@ if HAVE_TRITON:
         BF: tl.constexpr,
         HAS_MASK: tl.constexpr,
         LAST: tl.constexpr,
+        IEEE_QKV: tl.constexpr,
+        IEEE_ATT: tl.constexpr,
+        IEEE_FFN: tl.constexpr,
     ):
         """One pre-LN block for BM rows of one sequence, then either the next layer's K/V of
         these rows or (after the last layer) the final LayerNorm.
@@ -206,21 +229,23 @@ if HAVE_TRITON:
         x = tl.load(src + at, mask=live, other=0.0)
         # Without a mask every row is valid: the load is masked off and yields the 1s.
         valid = tl.load(mask_ptr + seq * S + rows, mask=(rows < S) & HAS_MASK, other=1) != 0
-        h = _layer_norm(x, vec, vec + D, cols, D, eps).to(mat.dtype.element_ty)
+        h = _layer_norm(x, vec, vec + D, cols, D, eps)
         kv = kv_in + seq * H_PAD * 2 * S * DH_PAD
-        attn = _attention_rows(h, kv, mat, vec, rows, m0, S, scale, D, H_PAD, DH_PAD, D_PAD, BM, BN)
+        attn = _attention_rows(
+            h, kv, mat, vec, rows, m0, S, scale, D, H_PAD, DH_PAD, D_PAD, BM, BN, IEEE_QKV, IEEE_ATT
+        )
         b_o = tl.load(vec + 2 * D + 3 * HP + cols, mask=cols < D, other=0.0)
         x = x + tl.where(valid[:, None], attn + b_o[None, :], 0.0)
         h = _layer_norm(x, vec + 3 * D + 3 * HP, vec + 4 * D + 3 * HP, cols, D, eps)
-        ffn = _ffn_rows(h.to(mat.dtype.element_ty), mat, vec, D, F, HP, D_PAD, BM, BF)
+        ffn = _ffn_rows(h, mat, vec, D, F, HP, D_PAD, BM, BF, IEEE_FFN)
         b_2 = tl.load(vec + 5 * D + 3 * HP + F + cols, mask=cols < D, other=0.0)
         x = tl.where(valid[:, None], x + (ffn + b_2[None, :]), 0.0)
         if LAST:
             x = tl.where(valid[:, None], _layer_norm(x, next_vec, next_vec + D, cols, D, eps), 0.0)
         else:
-            h = _layer_norm(x, next_vec, next_vec + D, cols, D, eps).to(mat.dtype.element_ty)
+            h = _layer_norm(x, next_vec, next_vec + D, cols, D, eps)
             nkv = kv_out + seq * H_PAD * 2 * S * DH_PAD
-            _store_kv(h, next_mat, next_vec, nkv, rows, S, D, HP, DH_PAD, D_PAD)
+            _store_kv(h, next_mat, next_vec, nkv, rows, S, D, HP, DH_PAD, D_PAD, IEEE_QKV)
         tl.store(dst + at, x, mask=live)
 
 
