@@ -46,6 +46,9 @@ def test_runs_over_config_subsets_merge_into_one_table(tmp_path: Path) -> None:
     assert all(set(r["protocol"]) == {"baseline", "frontier"} for r in rows)
     assert all(p.startswith("batched-") for r in rows for p in r["protocol"].values())
     assert "| batched-" in table and " / - / batched-" in table
+    # The organizer's protocol is always a column too, every arm timed by it.
+    assert all(set(r["organizer_ms"]) == {"baseline", "frontier"} for r in rows)
+    assert "Organizer protocol" in table and "frontier over baseline (organizer protocol)" in table
     # A config measured twice cannot be merged.
     done = bench("--merge", str(parts[0]), str(parts[0]), "--out", str(tmp_path / "x.md"))
     assert done.returncode != 0 and "appears twice" in done.stderr
