@@ -1,0 +1,101 @@
+"""Issue 13 on the H200: do the fused kernels' new schedule tunables compile and pass the gate?
+
+Each variant of the seed (fused Triton layers + CUDA graph, then one schedule tunable changed)
+is checked on the official trials plus padded and rescaled ones, and timed under the organizer
+protocol beside the eager reference. A check of the kernels, not a search result: nothing here
+sets a prior or a default. Usage: python benchmarks/gpu/issue13_kernel_check.py OUT.md [CONFIGS]
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+import torch  # noqa: E402
+
+from benchmarks.organizer_protocol import organizer_medians  # noqa: E402
+from harness.gate import count_failures  # noqa: E402
+from kernels.candidate_tree import load_candidate  # noqa: E402
+from kernels.track3 import CONFIGS, generate_inputs  # noqa: E402
+from kernels.track3.reference import build_reference_model  # noqa: E402
+from kernels.track3.runtime import prepare_process  # noqa: E402
+from kernels.track3.workload import track3_workload  # noqa: E402
+from kernels.workload import TrialSpec  # noqa: E402
+
+BASE = {"fused_kernel": "triton", "graph_capture": "cuda_graph"}
+IEEE = "fp32_ieee"
+VARIANTS = {
+    "fused fp16": {},
+    "ieee all": {
+        "fused_projection_operands": IEEE,
+        "fused_attention_operands": IEEE,
+        "fused_ffn_operands": IEEE,
+    },
+    "ieee attention": {"fused_attention_operands": IEEE},
+    "ieee projections": {"fused_projection_operands": IEEE},
+    "keys 32, stages 2": {"fused_keys": "32", "fused_stages": "2"},
+    "ffn block 128, stages 3": {"fused_ffn_block": "128", "fused_stages": "3"},
+    "min width 64": {"fused_min_width": "64"},
+}
+TRIALS = [TrialSpec(seed=s) for s in range(1234, 1239)] + [
+    TrialSpec(seed=77, padding_ratio=0.25),
+    TrialSpec(seed=78, padding_ratio=0.5),
+    TrialSpec(seed=79, input_scale=0.5),
+    TrialSpec(seed=80, input_scale=2.0),
+]
+
+
+def check(
+    seed: object, config_id: str, tunables: dict[str, str]
+) -> tuple[int, float, float, float]:
+    config = CONFIGS[config_id]
+    reference = build_reference_model(config, device="cuda", seed=1234)
+    model = seed.OptimizedTransformer(config, {**BASE, **tunables})  # type: ignore[attr-defined]
+    model.load_state_dict(reference.state_dict(), strict=True)
+    model = model.cuda().eval()
+    workload = track3_workload()
+    failed, worst = 0, 0.0
+    with torch.no_grad():
+        for trial in TRIALS:
+            x, mask = generate_inputs(
+                config, trial.seed, trial.padding_ratio, trial.input_scale, "cuda"
+            )
+            bad, max_abs = count_failures(model(x, mask), reference(x, mask), workload.tolerance)
+            failed, worst = failed + bad, max(worst, max_abs or 0.0)
+        x, mask = generate_inputs(config, 1234 + 100000, 0.0, 1.0, "cuda")
+        calls = {"eager": lambda: reference(x, mask), "variant": lambda: model(x, mask)}
+        medians = organizer_medians(calls, cuda=True)
+    return failed, worst, medians["eager"], medians["variant"]
+
+
+def main() -> None:
+    out = Path(sys.argv[1])
+    configs = sys.argv[2].split(",") if len(sys.argv) > 2 else ["2", "7", "1", "13", "6"]
+    prepare_process("cuda")
+    seed = load_candidate(track3_workload().seed_entry(), "seed13")
+    lines = [
+        "| config | variant | failed elements (9 trials) | max abs err | eager ms | variant ms "
+        "| x eager |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
+    for config_id in configs:
+        for name, tunables in VARIANTS.items():
+            started = time.perf_counter()
+            try:
+                failed, worst, eager, ms = check(seed, config_id, tunables)
+                cells = f"{failed} | {worst:.4g} | {eager:.4f} | {ms:.4f} | {eager / ms:.2f}x"
+                row = f"| {config_id} | {name} | {cells} |"
+            except Exception as exc:  # a variant that does not build is a finding
+                error = f"error: {type(exc).__name__}: {str(exc)[:160]}"
+                row = f"| {config_id} | {name} | {error} | | | | |"
+            print(row, f"({time.perf_counter() - started:.1f} s)", flush=True)
+            lines.append(row)
+            out.write_text("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()
