@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from typing import Any
 
 import torch
 
-Forward = Callable[[torch.Tensor, "torch.Tensor | None"], torch.Tensor]
+# What a standalone submission may import is torch, triton, math and typing: no collections.abc.
+Forward = Any  # eager(x, mask) -> out
 
 
 class _Captured:
