@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field
 
 from harness.static_checks import check_sources
 from kernels.candidate_tree import CandidateTreeError, bundle_sources, write_tree
-from kernels.workload import StaticPolicy, Workload
+from kernels.workload import HARMLESS_STDLIB, StaticPolicy, Workload
 from ledger import Ledger
 from orchestrator.events import EvaluationSummary, Stage
 from orchestrator.state import CandidateView, SearchState, derive_state
@@ -26,7 +26,9 @@ ENVIRONMENT_FILE = "RATCHET_ENVIRONMENT.json"
 SUBMISSION_FILE = "submission.py"
 SUBMISSION_PACKAGE = "submission"
 MANIFEST_FILE = "manifest.json"
-STANDALONE_IMPORTS = ("torch", "triton", "math", "typing", "__future__")
+# What a standalone submission may import: torch, triton and the harmless standard library, the
+# same as a candidate may during the search (a frontier the run accepted must export).
+STANDALONE_IMPORTS = ("torch", "triton", *HARMLESS_STDLIB)
 
 
 class ExportError(RuntimeError):

@@ -38,3 +38,14 @@ def test_a_tree_importing_more_than_torch_is_not_exported() -> None:
     sources = {**WORKLOAD.seed_sources(), "extra.py": "import numpy\n"}
     with pytest.raises(ExportError, match="not a standalone submission"):
         build_submission(sources, WORKLOAD)
+
+
+def test_what_the_search_accepts_exports() -> None:
+    # The run's static policy allows the harmless standard library; an export that refused it
+    # left an H200 run's frontier without a submission (collections.abc in one module).
+    sources = WORKLOAD.seed_sources()
+    sources["capture.py"] = "from collections.abc import Callable\n" + sources["capture.py"]
+    assert build_submission(sources, WORKLOAD).form is SubmissionForm.BUNDLE
+    sources["capture.py"] = "import os\n" + sources["capture.py"]
+    with pytest.raises(ExportError, match="'os' is not allowed"):
+        build_submission(sources, WORKLOAD)
