@@ -16,6 +16,7 @@ Smoke test (CPU):
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import os
@@ -32,7 +33,6 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
 os.environ.setdefault("TQDM_DISABLE", "1")
 
-from benchmarks.organizer_protocol import PROTOCOL, organizer_medians  # noqa: E402
 from harness.gate import count_failures  # noqa: E402
 from harness.models import (  # noqa: E402
     ArmKind,
@@ -42,6 +42,7 @@ from harness.models import (  # noqa: E402
     EvaluationRequest,
     TimingPlan,
 )
+from harness.organizer_timing import PROTOCOL, organizer_medians  # noqa: E402
 from harness.qualify import qualify_device  # noqa: E402
 from harness.setup import open_judge, release_compile_workers  # noqa: E402
 from harness.worker import load_entry  # noqa: E402
@@ -176,8 +177,7 @@ def _organizer(judge: Any, built: dict[str, Any], config: Any) -> dict[str, floa
     seed = workload.official_trials[0].seed + workload.timing_seed_offset
     inputs = judge.runtime.generate_inputs(config, TrialSpec(seed=seed), judge.request.device)
     calls = {
-        name: (lambda model=model: judge.runtime.call(model, inputs))
-        for name, model in built.items()
+        name: functools.partial(judge.runtime.call, model, inputs) for name, model in built.items()
     }
     medians = organizer_medians(calls, cuda=judge.request.device.startswith("cuda"))
     release_compile_workers()

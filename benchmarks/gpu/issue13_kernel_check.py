@@ -17,8 +17,8 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
-from benchmarks.organizer_protocol import organizer_medians  # noqa: E402
 from harness.gate import count_failures  # noqa: E402
+from harness.organizer_timing import organizer_medians  # noqa: E402
 from kernels.candidate_tree import load_candidate  # noqa: E402
 from kernels.track3 import CONFIGS, generate_inputs  # noqa: E402
 from kernels.track3.reference import build_reference_model  # noqa: E402

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 WARMUP_CALLS = 20
@@ -41,7 +41,7 @@ def _cpu_samples(call: Callable[[], Any], repeats: int) -> list[float]:
 
 
 def organizer_medians(
-    calls: dict[str, Callable[[], Any]], cuda: bool, rounds: int = ROUNDS, repeats: int = REPEATS
+    calls: Mapping[str, Callable[[], Any]], cuda: bool, rounds: int = ROUNDS, repeats: int = REPEATS
 ) -> dict[str, float]:
     """Median ms per arm: warm-up in the given order (the baseline first), then rounds whose
     arm order alternates (even rounds as given, odd rounds reversed), every arm on the same
