@@ -1,4 +1,4 @@
-"""Append-only, hash-chained ledger of everything Ratchet does (SQLAlchemy + pydantic only)."""
+"""Append-only, hash-chained ledger of everything Ratchet does (SQLAlchemy, pydantic, alembic)."""
 
 from ledger.anchor import AnchorFiles, ExpectedHead, JournalPolicy
 from ledger.chain import GENESIS_HASH, canonical_json, entry_hash
@@ -9,6 +9,7 @@ from ledger.errors import (
     JournalError,
     LedgerError,
     LedgerNotFoundError,
+    LedgerUnavailableError,
     NotALedgerError,
     SchemaVersionError,
 )
@@ -54,6 +55,7 @@ __all__ = [
     "LedgerEntry",
     "LedgerError",
     "LedgerNotFoundError",
+    "LedgerUnavailableError",
     "MeasurementRecord",
     "MessageRecord",
     "NotALedgerError",

@@ -1,4 +1,5 @@
-"""Engine set-up (SQLite pragmas, write locking, error translation) and schema creation/checks."""
+"""Engine set-up (SQLite pragmas, PostgreSQL options, write locking, error translation) and the
+schema: created and upgraded through the migrations, checked on every open."""
 
 from __future__ import annotations
 
@@ -8,23 +9,27 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Final
 
-from sqlalchemy import Connection, Engine, create_engine, event, insert, inspect, select
+from sqlalchemy import Connection, Engine, create_engine, event, inspect, select
 from sqlalchemy.engine import URL, ExceptionContext, make_url
 from sqlalchemy.exc import DatabaseError, OperationalError
 
+from ledger import postgres
 from ledger.errors import (
     AppendOnlyViolation,
     CorruptLedgerError,
     LedgerError,
     LedgerNotFoundError,
+    LedgerUnavailableError,
     NotALedgerError,
     SchemaVersionError,
 )
+from ledger.migrate import known_revisions, stored_revision, upgrade
 from ledger.models import (
     APPEND_ONLY_MARKER,
     APPLICATION_ID,
+    LEGACY_REVISION,
+    SCHEMA_REVISION,
     SCHEMA_VERSION,
-    Base,
     SchemaInfo,
     all_tables,
     sqlite_append_only_triggers,
@@ -37,11 +42,18 @@ SQLITE_CORRUPT: Final = 11
 WRITE_OPTION: Final = "ratchet_ledger_write"
 
 
-def describe(url: URL) -> str:
+def describe(url: URL | str) -> str:
     """Where the ledger is, as shown in messages: the file of a SQLite ledger, else the URL
     with its password hidden."""
+    url = make_url(url)
     path = sqlite_file(url)
     return str(path) if path is not None else url.render_as_string(hide_password=True)
+
+
+def _without_password(text: str, url: URL | None) -> str:
+    """text with the URL's password masked (drivers may echo parts of what they were given)."""
+    password = None if url is None else url.password
+    return text.replace(str(password), "***") if password else text
 
 
 def driver_reason(exc: BaseException) -> str:
@@ -79,17 +91,30 @@ def check_location(url: URL, create: bool) -> None:
 
 
 def make_engine(url: URL | str) -> Engine:
-    """Create an engine configured for the ledger (SQLite only for now)."""
+    """Create an engine configured for the ledger: SQLite (a file or memory) or PostgreSQL."""
     url = make_url(url)
-    if url.get_backend_name() != "sqlite":
-        raise LedgerError(
-            f"cannot open ledger {describe(url)}: backend {url.get_backend_name()!r} is not "
-            "supported yet; the append-only triggers and write lock exist for SQLite only — "
-            "use a sqlite:/// URL"
+    backend = url.get_backend_name()
+    if backend == "sqlite":
+        engine = create_engine(url)
+        event.listen(engine, "connect", _on_sqlite_connect)
+        event.listen(engine, "begin", _on_sqlite_begin)
+    elif backend == "postgresql":
+        url = postgres.normalized_url(url)
+        # Readers get one snapshot for all the statements of a query or a verify; appenders
+        # switch to READ COMMITTED (write_transaction) so that the head they read after the
+        # append lock is the latest committed one. pre_ping: a server restarted during a long
+        # run costs a reconnect, not an error.
+        engine = create_engine(
+            url,
+            isolation_level="REPEATABLE READ",
+            pool_pre_ping=True,
+            connect_args=postgres.connect_args(url),
         )
-    engine = create_engine(url)
-    event.listen(engine, "connect", _on_sqlite_connect)
-    event.listen(engine, "begin", _on_sqlite_begin)
+    else:
+        raise LedgerError(
+            f"cannot open ledger {describe(url)}: backend {backend!r} is not supported; use "
+            "sqlite:///PATH (the default) or postgresql+psycopg://USER:PASSWORD@HOST/DATABASE"
+        )
     event.listen(engine, "handle_error", _translate_error)
     return engine
 
@@ -121,19 +146,46 @@ def _on_sqlite_begin(connection: Connection) -> None:
 
 def _translate_error(context: ExceptionContext) -> BaseException | None:
     original = context.original_exception
+    url = None if context.engine is None else context.engine.url
     if APPEND_ONLY_MARKER in str(original):
         return AppendOnlyViolation(
-            f"{original}; the ledger can only be appended to — record a new entry instead of "
-            f"changing an old one (statement: {context.statement})"
+            f"{driver_reason(original)}; the ledger can only be appended to — record a new "
+            f"entry instead of changing an old one (statement: {context.statement})"
         )
+    # No connection yet: connecting failed. is_disconnect: the server went away mid-query.
+    lost = context.connection is None or context.is_disconnect
+    if context.dialect.name == "postgresql" and lost and not context.is_pre_ping:
+        return _unavailable(context, url)
     damage = _damage(original)
     if damage is not None:
-        where = "the ledger" if context.engine is None else f"ledger {describe(context.engine.url)}"
+        where = "the ledger" if url is None else f"ledger {describe(url)}"
         return CorruptLedgerError(
             f"{where} is damaged: {damage}; restore the file from a backup (or start a new "
             "ledger: SQLite's `.recover` command may save what is still readable)"
         )
     return None
+
+
+def _unavailable(context: ExceptionContext, url: URL | None) -> LedgerUnavailableError | None:
+    if not isinstance(context.sqlalchemy_exception, OperationalError):
+        return None
+    where = "the ledger database" if url is None else f"the ledger database {describe(url)}"
+    what = "cannot connect to" if context.connection is None else "lost the connection to"
+    reason = _without_password(driver_reason(context.original_exception), url)
+    return LedgerUnavailableError(
+        f"{what} {where}: {reason}; {_connect_fix(reason)} (the URL comes from --ledger or "
+        "the settings file's `ledger`)"
+    )
+
+
+def _connect_fix(reason: str) -> str:
+    if "does not exist" in reason:
+        return (
+            "create the database first (createdb NAME; a ledger never creates one), or fix its name"
+        )
+    if "authentication" in reason or "password" in reason:
+        return "fix the user or password in the URL"
+    return "start the server (or wait for it), or fix the host and port in the URL"
 
 
 def _damage(original: BaseException) -> str | None:
@@ -147,86 +199,122 @@ def _damage(original: BaseException) -> str | None:
 
 @contextmanager
 def write_transaction(engine: Engine) -> Iterator[Connection]:
-    """A transaction that holds the database write lock from its first statement."""
+    """A transaction that holds the ledger's write lock from its first statement (SQLite:
+    BEGIN IMMEDIATE; PostgreSQL: the append advisory lock, under READ COMMITTED)."""
     with engine.connect() as connection:
         connection.execution_options(**{WRITE_OPTION: True})
+        postgresql = connection.dialect.name == "postgresql"
+        if postgresql:
+            connection.execution_options(isolation_level="READ COMMITTED")
         with connection.begin():
+            if postgresql:
+                postgres.lock_for_append(connection)
             yield connection
 
 
 def prepare_schema(engine: Engine, url: URL, create: bool) -> None:
-    """Create the schema in an empty database, or check that an existing one is readable."""
+    """Create the schema in an empty database or apply missing migrations; check that an
+    existing ledger is one this code reads."""
     where = describe(url)
     try:
         with engine.connect() as connection:
-            empty = _is_empty(connection)
-            if not empty:
-                _check_version(connection, where)
-                return
+            current = _is_current(connection, where, create)
+        if current:
+            return
+        with write_transaction(engine) as connection:
+            # Re-check under the write lock: another process may have created it meanwhile.
+            if not _is_current(connection, where, create):
+                upgrade(connection)
+    except (DatabaseError, sqlite3.DatabaseError) as exc:
+        translated = _open_error(exc, engine, where)
+        if translated is exc:
+            raise
+        raise translated from exc
+
+
+def _open_error(exc: Exception, engine: Engine, where: str) -> Exception:
+    """What to raise for a database error while opening: what failed, where, the fix."""
+    reason = _without_password(driver_reason(exc), engine.url)
+    if engine.dialect.name != "sqlite":
+        return LedgerError(
+            f"cannot open ledger {where}: the database refused it ({reason}); check that the "
+            "URL's user may read that database and, for a new ledger, create tables in it"
+        )
+    # Operational errors (locked, disk I/O, permissions) are real failures, not a verdict on
+    # what the file is: let them through unchanged.
+    if isinstance(exc, OperationalError | sqlite3.OperationalError):
+        return exc
+    return NotALedgerError(
+        f"cannot open ledger {where}: the file is not a readable SQLite database ({reason}); "
+        "point the ledger at a ledger file or at a new path"
+    )
+
+
+def _is_current(connection: Connection, where: str, create: bool) -> bool:
+    """True when the database holds a ledger at this code's revision; False when it is empty
+    (and create is set) or at an older revision the migrations upgrade; raises otherwise."""
+    tables = set(inspect(connection).get_table_names())
+    if not tables:
         if not create:
             raise LedgerNotFoundError(
                 f"no ledger at {where}: the database is empty; pass create=True to start one"
             )
-        with write_transaction(engine) as connection:
-            # Re-check under the write lock: another process may have created it meanwhile.
-            if _is_empty(connection):
-                create_schema(connection)
-            else:
-                _check_version(connection, where)
-    except (DatabaseError, sqlite3.DatabaseError) as exc:
-        # Operational errors (locked, disk I/O, permissions) are real failures, not a verdict
-        # on what the file is: let them through unchanged.
-        if isinstance(exc, OperationalError | sqlite3.OperationalError):
-            raise
-        raise NotALedgerError(
-            f"cannot open ledger {where}: the file is not a readable SQLite database "
-            f"({driver_reason(exc)}); point the ledger at a ledger file or at a new path"
-        ) from exc
+        return False
+    version = _check_version(connection, where, tables)
+    stored = stored_revision(connection, tables)
+    revision = LEGACY_REVISION if stored is None else stored
+    if revision == SCHEMA_REVISION:
+        _check_current_version(version, where)
+        return True
+    if revision not in known_revisions():
+        raise SchemaVersionError(
+            f"ledger {where} is at migration {revision!r}, which this code does not know (a "
+            f"newer ratchet wrote it; this one reads up to {SCHEMA_REVISION!r}); upgrade "
+            "ratchet to read it"
+        )
+    return False
 
 
-def _is_empty(connection: Connection) -> bool:
-    return not inspect(connection).get_table_names()
-
-
-def create_schema(connection: Connection) -> None:
-    """Create every table, the append-only triggers and the schema_info row."""
-    Base.metadata.create_all(connection)
-    if connection.dialect.name == "sqlite":
-        for target in all_tables():
-            for ddl in sqlite_append_only_triggers(target).values():
-                connection.exec_driver_sql(ddl)
-    connection.execute(
-        insert(SchemaInfo).values(id=1, application=APPLICATION_ID, version=SCHEMA_VERSION)
-    )
-
-
-def _check_version(connection: Connection, where: str) -> None:
-    tables = set(inspect(connection).get_table_names())
+def _check_version(connection: Connection, where: str, tables: set[str]) -> int:
+    """The schema version of a database that must be a ledger written by this code or older."""
     if SchemaInfo.__tablename__ not in tables:
         raise NotALedgerError(
             f"{where} is not a ratchet ledger: it has tables {sorted(tables)} but no "
-            f"{SchemaInfo.__tablename__}; open a ledger file or choose a new path"
+            f"{SchemaInfo.__tablename__}; open a ledger, or a new file or empty database"
         )
     row = connection.execute(select(SchemaInfo.application, SchemaInfo.version)).first()
     if row is None or row.application != APPLICATION_ID:
         found = None if row is None else row.application
         raise NotALedgerError(
             f"{where} is not a ratchet ledger: schema_info names application {found!r}, "
-            f"expected {APPLICATION_ID!r}; open a ledger file or choose a new path"
+            f"expected {APPLICATION_ID!r}; open a ledger, or a new file or empty database"
         )
-    if row.version != SCHEMA_VERSION:
-        newer = row.version > SCHEMA_VERSION
-        fix = "upgrade ratchet to read it" if newer else "no migration exists for it"
+    if row.version > SCHEMA_VERSION:
         raise SchemaVersionError(
             f"ledger {where} has schema version {row.version}, this code reads version "
-            f"{SCHEMA_VERSION}; {fix}"
+            f"{SCHEMA_VERSION}; upgrade ratchet to read it"
+        )
+    version: int = row.version
+    return version
+
+
+def _check_current_version(version: int, where: str) -> None:
+    if version != SCHEMA_VERSION:
+        raise SchemaVersionError(
+            f"ledger {where} has schema version {version} at migration {SCHEMA_REVISION!r}, "
+            f"which has version {SCHEMA_VERSION}: schema_info was edited; restore the ledger "
+            "from a backup"
         )
 
 
-def sqlite_trigger_problem(connection: Connection) -> str | None:
-    """Describe the first append-only trigger that is missing or altered, if any."""
-    if connection.dialect.name != "sqlite":
-        return None
+def trigger_problem(connection: Connection) -> str | None:
+    """Describe the first append-only trigger that is missing, disabled or altered, if any."""
+    if connection.dialect.name == "postgresql":
+        return postgres.trigger_problem(connection, all_tables())
+    return _sqlite_trigger_problem(connection)
+
+
+def _sqlite_trigger_problem(connection: Connection) -> str | None:
     rows = connection.exec_driver_sql("SELECT name, sql FROM sqlite_master WHERE type = 'trigger'")
     present: dict[str, str] = {row.name: row.sql for row in rows}
     for target in all_tables():

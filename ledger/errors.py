@@ -11,6 +11,10 @@ class LedgerNotFoundError(LedgerError):
     """The ledger database (or the directory meant to hold it) does not exist."""
 
 
+class LedgerUnavailableError(LedgerError):
+    """The ledger's database server cannot be reached, or refused the connection."""
+
+
 class NotALedgerError(LedgerError):
     """The database exists but is not a Ratchet ledger."""
 

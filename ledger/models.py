@@ -19,6 +19,13 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from ledger.records import EntryKind
 
 SCHEMA_VERSION: Final = 1
+# The alembic revision this code's tables are (ledger/migrations/versions); a test checks it is
+# the scripts' head. Ledgers created before migrations have no revision table and are "0001".
+SCHEMA_REVISION: Final = "0001"
+LEGACY_REVISION: Final = "0001"
+# Alembic's own table, named apart from "alembic_version" so that a database another
+# alembic-managed application shares is never mistaken for, or confused with, a ledger.
+MIGRATION_TABLE: Final = "ratchet_alembic_version"
 APPLICATION_ID: Final = "ratchet-ledger"
 APPEND_ONLY_MARKER: Final = "ratchet ledger is append-only"
 

@@ -11,7 +11,7 @@ from sqlalchemy import Connection, Row, Select, exists, func, select
 
 from ledger.anchor import AnchorCheck, Problem
 from ledger.chain import canonical_json, entry_hash
-from ledger.db import sqlite_trigger_problem
+from ledger.db import trigger_problem
 from ledger.errors import CorruptLedgerError
 from ledger.models import Entry, index_columns, index_table, table
 from ledger.records import EntryKind, ProblemKind, record_type
@@ -104,11 +104,9 @@ def walk_chain(
         # min() keeps the first of equal seqs, so an entry problem wins over its orphan twin.
         first = min(problems, key=lambda problem: problem.seq or 0)
     else:
-        trigger_problem = sqlite_trigger_problem(connection)
+        found_trigger = trigger_problem(connection)
         first = (
-            None
-            if trigger_problem is None
-            else Problem(None, trigger_problem, ProblemKind.TRIGGERS)
+            None if found_trigger is None else Problem(None, found_trigger, ProblemKind.TRIGGERS)
         )
     return Walked(first, walk.checked, head_seq, walk.head_hash)
 

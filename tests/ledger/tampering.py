@@ -41,7 +41,7 @@ def delete_last(path: Path, count: int) -> None:
             row[0]
             for row in connection.execute(
                 "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT IN "
-                "('entries', 'schema_info')"
+                "('entries', 'schema_info', 'ratchet_alembic_version')"
             )
         ]
     finally:

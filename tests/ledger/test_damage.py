@@ -65,7 +65,7 @@ def test_a_corrupt_index_page_the_walk_never_reads_is_caught(ledger_path: Path) 
 
 def test_a_corrupt_schema_page_fails_at_open(ledger_path: Path) -> None:
     big_ledger(ledger_path)
-    corrupt_page(ledger_path, 1)  # page 2: schema_info, read when the ledger opens
+    corrupt_page(ledger_path, 1)  # page 2: the migration table, read when the ledger opens
     with pytest.raises(CorruptLedgerError) as caught:
         Ledger.open_path(ledger_path, create=False)
     assert_clean(str(caught.value), ledger_path)

@@ -76,9 +76,16 @@ def test_garbage_file_is_not_a_ledger(ledger_path: Path) -> None:
         Ledger.open_path(ledger_path)
 
 
-def test_non_sqlite_backend_is_refused_clearly() -> None:
-    with pytest.raises(LedgerError, match="'postgresql' is not supported") as caught:
-        Ledger.open("postgresql://user:secret@localhost/ratchet")
+def test_unsupported_backend_is_refused_clearly() -> None:
+    with pytest.raises(LedgerError, match="'mysql' is not supported") as caught:
+        Ledger.open("mysql://user:secret@localhost/ratchet")
+    assert "secret" not in str(caught.value)
+    assert "postgresql+psycopg://" in str(caught.value)  # the fix names what is supported
+
+
+def test_unsupported_postgresql_driver_is_refused_clearly() -> None:
+    with pytest.raises(LedgerError, match="driver 'postgresql\\+asyncpg'") as caught:
+        Ledger.open("postgresql+asyncpg://user:secret@localhost/ratchet")
     assert "secret" not in str(caught.value)
 
 

@@ -1,0 +1,1 @@
+"""The ledger's alembic environment (env.py) and migrations (versions/), run by ledger.migrate."""

@@ -1,0 +1,1 @@
+"""Ledger schema migrations, one module per alembic revision, each frozen once released."""
