@@ -89,7 +89,8 @@ def qualify(
         mode=EvaluationMode.QUALIFY,
         torch_threads=judging.torch_threads,
     )
-    result = judge(judging, request, judging.evals_dir / work_name)
+    what = f"qualifying the device ({judging.device})"
+    result = judge(judging, request, judging.evals_dir / work_name, what)
     if result.outcome is not Outcome.PASSED or not result.qualification:
         raise NotQualifiedError(
             f"device {judging.device} could not be qualified ({result.outcome}): "
@@ -158,7 +159,8 @@ def calibrate_noise(
         seed=secrets.randbelow(2**31),
         torch_threads=judging.torch_threads,
     )
-    result = judge(judging, request, work)
+    what = f"calibrating the noise floor (the seed against itself, {len(timed)} configs)"
+    result = judge(judging, request, work, what)
     if result.outcome is not Outcome.PASSED:
         raise NotQualifiedError(
             f"the A/A calibration failed ({result.outcome}): {result.message.strip()[:500]}"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shlex
 import sys
@@ -16,10 +15,12 @@ from orchestrator import service
 from orchestrator.cli_help import parser_texts
 from orchestrator.export import ExportError
 from orchestrator.judge_file import format_judge_report
+from orchestrator.ledger_view import format_entry, show_entries
 from orchestrator.messages import MessageKind
+from orchestrator.report import write_report
 from orchestrator.run_report import format_run_end
 from orchestrator.settings import DeviceChoice, Settings, SettingsError, load_settings
-from orchestrator.status import chain_warning, format_status
+from orchestrator.status import CANDIDATES_SHOWN, chain_warning, format_status
 from orchestrator.workspace import WorkspaceError
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
@@ -29,6 +30,30 @@ EXIT_TAINTED = 3  # `judge` passed, but its timing was tainted: not trustworthy
 def _run_dir_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--run-dir", type=Path, default=None, help="run directory (default ./ratchet-run)"
+    )
+
+
+def _count(text: str) -> int:
+    """A flag's count: a whole number, 0 or more."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a count; give a whole number >= 0")
+    return value
+
+
+def _dashboard_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    dashboard = sub.add_parser("dashboard", allow_abbrev=False, **parser_texts("dashboard"))
+    _run_dir_flag(dashboard)
+    dashboard.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback)")
+    dashboard.add_argument("--port", type=int, default=8765, help="TCP port (default 8765)")
+    dashboard.add_argument(
+        "--token",
+        default=None,
+        help="secret for every page and write (default $RATCHET_DASHBOARD_TOKEN); "
+        "required for a non-loopback --host",
     )
 
 
@@ -87,6 +112,13 @@ def _build_parser() -> argparse.ArgumentParser:
     status = sub.add_parser("status", allow_abbrev=False, **parser_texts("status"))
     _run_dir_flag(status)
     status.add_argument("--json", action="store_true", help="machine-readable output")
+    status.add_argument(
+        "--candidates",
+        type=_count,
+        default=CANDIDATES_SHOWN,
+        metavar="N",
+        help=f"rows of the candidates table (default {CANDIDATES_SHOWN}; 0: none)",
+    )
 
     checkout = sub.add_parser("checkout", allow_abbrev=False, **parser_texts("checkout"))
     checkout.add_argument("sha", help="commit sha or unique prefix")
@@ -114,13 +146,28 @@ def _build_parser() -> argparse.ArgumentParser:
     ledger = sub.add_parser("ledger", allow_abbrev=False, **parser_texts("ledger"))
     ledger.add_argument("action", choices=["verify", "show"])
     _run_dir_flag(ledger)
-    ledger.add_argument("--limit", type=int, default=None, help="show only the last N entries")
+    ledger.add_argument("--limit", type=_count, default=None, help="show only the last N entries")
+    ledger.add_argument(
+        "--kind",
+        default=None,
+        help="show: only entries of this kind (candidate, measurement, verdict, message, "
+        "fingerprint, event) or events of this kind (e.g. noise_floor)",
+    )
+    ledger.add_argument(
+        "--json", action="store_true", help="show: one JSON object per entry, full payloads"
+    )
     ledger.add_argument(
         "--expect-head",
         default=None,
         metavar="SEQ:HASH",
         help="verify: fail unless the chain holds this head (as status and export manifests "
         "print it; HASH alone: at any position)",
+    )
+    _dashboard_parser(sub)
+    report = sub.add_parser("report", allow_abbrev=False, **parser_texts("report"))
+    _run_dir_flag(report)
+    report.add_argument(
+        "--out", type=Path, required=True, help="output directory (new, empty, or a report's)"
     )
     return parser
 
@@ -172,7 +219,7 @@ def _cmd_inject(args: argparse.Namespace) -> int:
 
 def _cmd_status(args: argparse.Namespace) -> int:
     settings = _settings(args)
-    report = service.run_status(settings.run_dir)
+    report = service.run_status(settings.run_dir, args.candidates)
     print(report.model_dump_json(indent=2) if args.json else format_status(report))
     warning = chain_warning(report)
     if warning is None:
@@ -210,12 +257,13 @@ def _cmd_judge(args: argparse.Namespace) -> int:
 def _cmd_ledger(args: argparse.Namespace) -> int:
     settings = _settings(args)
     if args.action == "verify":
+        if args.kind is not None or args.json:
+            raise service.RatchetError("--kind and --json go with 'ledger show', not 'verify'")
         return _verify(settings.run_dir, args.expect_head)
     if args.expect_head is not None:
         raise service.RatchetError("--expect-head goes with 'ledger verify', not 'ledger show'")
-    for entry in service.show_ledger(settings.run_dir, args.limit):
-        head = f"{entry.seq:>6} {entry.created_at} {entry.kind:<12} {entry.hash[:12]}"
-        print(f"{head} {_brief(entry.payload)}")
+    for entry in show_entries(settings.run_dir, args.limit, args.kind):
+        print(entry.model_dump_json() if args.json else format_entry(entry))
     return EXIT_OK
 
 
@@ -236,12 +284,35 @@ def _verify(run_dir: Path, expect_head: str | None) -> int:
     return EXIT_OK
 
 
-def _brief(payload: dict[str, object]) -> str:
-    text = json.dumps(payload, sort_keys=True)
-    return text if len(text) <= 120 else text[:117] + "..."
+def _cmd_dashboard(args: argparse.Namespace) -> int:
+    # Imported here: FastAPI and uvicorn load only for this command.
+    from orchestrator import dashboard
+
+    token = args.token or os.environ.get(dashboard.TOKEN_VARIABLE) or None
+    try:
+        settings = dashboard.DashboardSettings(
+            run_dir=_settings(args).run_dir, host=args.host, port=args.port, token=token
+        )
+        dashboard.serve(settings)
+    except (dashboard.DashboardError, ValueError) as exc:
+        raise service.RatchetError(str(exc)) from exc
+    return EXIT_OK
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    manifest = write_report(settings.run_dir, args.out)
+    figures = [f for f in manifest.files if f.endswith(".svg")]
+    print(
+        f"wrote the report of {settings.run_dir} at ledger head {manifest.ledger_head} to "
+        f"{args.out}: {args.out / 'report.md'}, {args.out / 'report.html'}, "
+        f"{len(figures)} figures, report.json"
+    )
+    return EXIT_OK
 
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "dashboard": _cmd_dashboard,
     "run": _cmd_run,
     "inject": _cmd_inject,
     "status": _cmd_status,
@@ -249,6 +320,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "export": _cmd_export,
     "ledger": _cmd_ledger,
     "judge": _cmd_judge,
+    "report": _cmd_report,
 }
 
 

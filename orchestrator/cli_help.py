@@ -50,9 +50,15 @@ COMMANDS = {
     "status": CommandHelp(
         summary="where a run stands",
         description="The frontier and its per-config speedups over the baseline, counts of "
-        "candidates and verdicts, tainted sweeps and why, every idea with its trials and "
-        "successes, and the injected messages (with their ids).",
-        examples=("ratchet status --run-dir runs/night1", "ratchet status --json"),
+        "candidates and verdicts, a table of the frontier and the best other candidates "
+        "(promoted or not: verdict, x baseline, x parent, taint; --candidates N rows), tainted "
+        "sweeps and why, every idea with its trials and successes, and the injected messages "
+        "(with their ids).",
+        examples=(
+            "ratchet status --run-dir runs/night1",
+            "ratchet status --run-dir runs/night1 --candidates 25",
+            "ratchet status --json",
+        ),
     ),
     "checkout": CommandHelp(
         summary="a candidate's exact source tree",
@@ -79,16 +85,51 @@ COMMANDS = {
             "ratchet judge runs/night1/export/submission.py --configs cpu-2,cpu-5 --json",
         ),
     ),
+    "dashboard": CommandHelp(
+        summary="watch and steer a run in the browser",
+        description="Serve a live web view of a run: the frontier and its per-config table, "
+        "the trajectory, the lineage tree (and where git ancestry disagrees with it), "
+        "candidate pages with diffs, verdicts and transcripts, ideas, the message queue with "
+        "an inject form (the same validation as inject), and the ledger with a verify button. "
+        "It reads only the ledger and the repository, so it runs beside 'ratchet run'. It "
+        "binds 127.0.0.1; any other --host needs a token, and with a token every page and "
+        "every write needs it.",
+        examples=(
+            "ratchet dashboard --run-dir runs/night1",
+            "ratchet dashboard --run-dir runs/night1 --port 9000",
+            'ratchet dashboard --host 0.0.0.0 --token "$(openssl rand -hex 16)"',
+        ),
+    ),
+    "report": CommandHelp(
+        summary="a write-up of a run, from its ledger",
+        description="Write report.md and a self-contained report.html (with SVG figures of "
+        "the trajectory, the lineage and the frontier's per-config speedups beside them, and "
+        "report.json with all the data) from the ledger alone and the run's git repository: "
+        "what was searched, the frontier and its per-config table, every experiment with its "
+        "verdict and reason (rejected, inconclusive and failed ones too), ideas and their "
+        "outcomes, injected messages and their effect, the noise floor and how it was "
+        "measured, costs, the environment, and the ledger head it was read at. --out must be "
+        "new, empty, or hold an earlier report (which is replaced); anything else is refused "
+        "and nothing is written.",
+        examples=(
+            "ratchet report --run-dir runs/night1 --out runs/night1/report",
+            "ratchet report --run-dir runs/night1 --out /tmp/night1-report",
+        ),
+    ),
     "ledger": CommandHelp(
         summary="inspect the hash-chained ledger",
         description="verify checks the file, recomputes the hash chain, compares it with the "
         "head journal (ledger.sqlite.heads) and, with --expect-head, with a head recorded "
         "elsewhere (status and export manifests print it), and names the first bad entry "
-        "(exit code 1); show lists the entries (the last N with --limit).",
+        "(exit code 1); show lists the entries, one line each: seq, time (UTC), kind, short "
+        "hash and a summary by kind (the last N with --limit, one kind of entry or event with "
+        "--kind, one JSON object per entry with the full record with --json).",
         examples=(
             "ratchet ledger verify --run-dir runs/night1",
             "ratchet ledger verify --run-dir runs/night1 --expect-head 1234:<64 hex digits>",
             "ratchet ledger show --run-dir runs/night1 --limit 20",
+            "ratchet ledger show --run-dir runs/night1 --kind verdict",
+            "ratchet ledger show --run-dir runs/night1 --kind noise_floor --json",
         ),
     ),
 }

@@ -26,6 +26,7 @@ from kernels.workload import Workload
 from ledger import FingerprintRecord, MeasurementRecord, Record
 from orchestrator.device_wait import wait_for_device
 from orchestrator.events import ConfigSummary, EvaluationSummary, EventKind, Stage
+from orchestrator.judge_watch import REPORT_EVERY_S, JudgeWatch
 from orchestrator.workspace import materialize
 
 BASELINE_ARM = "baseline"
@@ -46,6 +47,8 @@ class Judging:
     device_peaks: DevicePeaks | None = None
     # Where waits for the device lock are reported as they happen (None: waits are silent).
     notice: Callable[[str], None] | None = None
+    # How often a judge still running is reported through `notice` (the first after as long).
+    watch_every_s: float = REPORT_EVERY_S
     # How judge subprocesses find the workload: its registry name, or the 'module:factory'
     # of a plug-in (None: the workload's name).
     workload_spec: str | None = None
@@ -56,15 +59,22 @@ class Judging:
         return self.workload_spec or self.workload.name
 
 
-def judge(judging: Judging, request: EvaluationRequest, work: Path) -> EvaluationResult:
-    """Run one judge subprocess; a wait for the device lock is reported first."""
+def judge(
+    judging: Judging, request: EvaluationRequest, work: Path, what: str | None = None
+) -> EvaluationResult:
+    """Run one judge subprocess; a wait for the device lock is reported first and, when the
+    judging has a notice, a long judge every `watch_every_s` as `what` (e.g. 'sweep of SHA')."""
     runner = judging.runner
-    if judging.notice is not None:
-        waited = wait_for_device(runner, request.device, judging.notice)
-        if waited:  # the judge waits only for what is left of the lock timeout
-            left = max(1.0, runner.lock_timeout_s - waited)
-            runner = runner.model_copy(update={"lock_timeout_s": left})
-    return run_evaluation(request, work, runner)
+    if judging.notice is None:
+        return run_evaluation(request, work, runner)
+    waited = wait_for_device(runner, request.device, judging.notice)
+    if waited:  # the judge waits only for what is left of the lock timeout
+        left = max(1.0, runner.lock_timeout_s - waited)
+        runner = runner.model_copy(update={"lock_timeout_s": left})
+    label = what or f"judging {request.evaluation_id}"
+    configs = len(request.config_ids)
+    with JudgeWatch(label, judging.notice, configs, judging.watch_every_s) as watch:
+        return run_evaluation(request, work, runner, watch.progress)
 
 
 @dataclass(frozen=True)
@@ -133,7 +143,8 @@ def judge_stage(judging: Judging, job: StageRequest) -> tuple[EvaluationRequest,
     """Run the judge subprocess for one stage."""
     request = build_request(judging, job)
     work = judging.evals_dir / f"step-{job.step:05d}-{job.name}"
-    return request, judge(judging, request, work)
+    what = f"{job.stage.value} of {job.sha[:10]} (step {job.step})"
+    return request, judge(judging, request, work, what)
 
 
 def ratio_dict(stats: RatioStats | None) -> dict[str, float] | None:

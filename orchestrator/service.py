@@ -20,7 +20,6 @@ from ledger import (
     CandidateRecord,
     ExpectedHead,
     Ledger,
-    LedgerEntry,
     LedgerError,
     LedgerNotFoundError,
     ProblemKind,
@@ -56,7 +55,7 @@ from orchestrator.run_dir import RunDirError, check_fresh_start, check_run_dir, 
 from orchestrator.settings import DeviceChoice, Settings, default_timing
 from orchestrator.stages import LoopContext, Reporter
 from orchestrator.state import SearchState, derive_state
-from orchestrator.status import StatusReport, build_status
+from orchestrator.status import CANDIDATES_SHOWN, StatusReport, build_status
 from orchestrator.steering import build_message, run_code
 from orchestrator.workloads import WorkloadLoadError, load_workload
 from orchestrator.workspace import RunPaths, init_repository, open_repository
@@ -440,15 +439,6 @@ def verify_ledger(run_dir: Path, expect_head: str | None = None) -> VerifyReport
         return ledger.verify(expect)
 
 
-def show_ledger(run_dir: Path, limit: int | None, after: int = 0) -> list[LedgerEntry]:
-    """`ratchet ledger show`: the chain entries in order (the last `limit` when given)."""
-    with open_run_ledger(run_dir) as ledger:
-        if limit is not None:
-            head, _ = ledger.head()
-            after = max(after, head - limit)
-        return ledger.entries(after_seq=after)
-
-
 def _workload_of_run(ledger: Ledger, run_dir: Path) -> Workload:
     state = derive_state(ledger)
     if state.run is None:
@@ -457,11 +447,11 @@ def _workload_of_run(ledger: Ledger, run_dir: Path) -> Workload:
     return _workload(str(state.run.settings.get("workload") or state.run.workload))
 
 
-def run_status(run_dir: Path) -> StatusReport:
-    """`ratchet status`."""
+def run_status(run_dir: Path, candidates: int = CANDIDATES_SHOWN) -> StatusReport:
+    """`ratchet status` (`candidates` rows in its candidates table)."""
     with open_run_ledger(run_dir) as ledger:
         chain = ledger.check()  # a broken chain is shown loudly, not refused
-        return build_status(run_dir, ledger, chain)
+        return build_status(run_dir, ledger, chain, candidates)
 
 
 def checkout(run_dir: Path, sha: str, into: Path | None) -> Path:

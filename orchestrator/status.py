@@ -9,9 +9,11 @@ from pydantic import BaseModel, Field
 
 from ledger import Ledger, VerifyReport
 from orchestrator.provenance import FrontierGain, format_gains, frontier_gains
-from orchestrator.state import SearchState, derive_state
+from orchestrator.state import CandidateView, SearchState, derive_state
 from orchestrator.taint import TaintSummary, describe_taint, taint_summary
 from search import IdeaArm, PriorStrength, Verdict, posterior_parameters
+
+CANDIDATES_SHOWN = 10  # rows of the candidates table unless --candidates says otherwise
 
 
 class IdeaStatus(BaseModel):
@@ -53,6 +55,25 @@ class MessageStatus(BaseModel):
     )
 
 
+class CandidateStatus(BaseModel):
+    """One row of the candidates table: a candidate, its verdict and its speed."""
+
+    sha: str = Field(description="Commit of the candidate.")
+    step: int = Field(description="Step that produced it (0: the seed).")
+    parent_sha: str | None = Field(description="Declared parent commit (None: the seed).")
+    idea_id: str | None = Field(description="Idea it implements.")
+    verdict: str | None = Field(description="Its verdict (a Verdict value; None: not judged yet).")
+    stage: str | None = Field(description="Stage that decided it: static, screen or sweep.")
+    reason: str = Field(description="Why, in words.")
+    objective: float | None = Field(
+        description="Objective vs the baseline (the run's aggregate; None: not fully measured)."
+    )
+    vs_parent: float | None = Field(description="Median speed ratio vs its declared parent.")
+    tainted: bool = Field(description="Judged from a sweep measured under contention.")
+    frontier: bool = Field(description="It is the frontier now.")
+    demoted: bool = Field(description="Promoted once, then its claim did not replicate.")
+
+
 class StatusReport(BaseModel):
     """`ratchet status --json`."""
 
@@ -79,6 +100,11 @@ class StatusReport(BaseModel):
     llm_usd: float = Field(description="What they cost.")
     verifications: dict[str, str] = Field(description="Verifier verdict per frontier sha.")
     demoted: list[str] = Field(description="Frontiers whose claim did not replicate.")
+    best_candidates: list[CandidateStatus] = Field(
+        default_factory=list,
+        description="The frontier and the best other candidates, promoted or not, by objective "
+        "(unmeasured ones last); as many as asked for.",
+    )
     gains: list[FrontierGain] = Field(
         default_factory=list,
         description="Steps from the seed to the frontier: discovered by the search or by hand.",
@@ -140,9 +166,49 @@ def _ideas(state: SearchState) -> list[IdeaStatus]:
     return out
 
 
-def build_status(run_dir: Path, ledger: Ledger, chain: VerifyReport | None = None) -> StatusReport:
+def _candidate_row(state: SearchState, cand: CandidateView) -> CandidateStatus:
+    vs_parent = cand.details.get("vs_parent")
+    return CandidateStatus(
+        sha=cand.sha,
+        step=cand.step,
+        parent_sha=cand.parent_sha,
+        idea_id=cand.idea_id,
+        verdict=cand.verdict.value if cand.verdict else None,
+        stage=cand.verdict_stage,
+        reason=cand.reason,
+        objective=cand.objective,
+        vs_parent=float(vs_parent["median"]) if vs_parent else None,
+        tainted=cand.tainted,
+        frontier=cand.sha == state.frontier_sha,
+        demoted=cand.sha in state.demoted,
+    )
+
+
+def best_candidates(state: SearchState, limit: int) -> list[CandidateStatus]:
+    """The frontier and the best candidates by objective (unmeasured last, then newest first),
+    `limit` in all: what a user compares the frontier with, rejected ones included."""
+    if limit <= 0:
+        return []
+    ranked = sorted(
+        state.candidates.values(),
+        key=lambda c: (
+            c.sha != state.frontier_sha,
+            c.objective is None,
+            -(c.objective or 0.0),
+            -c.step,
+        ),
+    )
+    return [_candidate_row(state, cand) for cand in ranked[:limit]]
+
+
+def build_status(
+    run_dir: Path,
+    ledger: Ledger,
+    chain: VerifyReport | None = None,
+    candidates: int = CANDIDATES_SHOWN,
+) -> StatusReport:
     """Everything `ratchet status` shows, derived from the ledger (and the chain check's
-    outcome, when one was made)."""
+    outcome, when one was made); `candidates` rows in the candidates table."""
     state = derive_state(ledger)
     run = state.run
     verdicts = Counter(c.verdict.value for c in state.candidates.values() if c.verdict)
@@ -195,6 +261,7 @@ def build_status(run_dir: Path, ledger: Ledger, chain: VerifyReport | None = Non
         llm_usd=state.llm_usd,
         verifications=state.verifications,
         demoted=sorted(state.demoted),
+        best_candidates=best_candidates(state, candidates),
         gains=frontier_gains(state),
         ledger_entries=head_seq,
         ledger_head=head_hash,
@@ -222,6 +289,7 @@ def format_status(report: StatusReport) -> str:
         for cid, value in f.per_config_speedup.items():
             lines.append(f"    config {cid:>8}: {value:.3f}x")
         lines.extend(format_gains(report.gains))
+    lines.extend(format_candidates(report.best_candidates, report.candidates))
     lines.append("ideas (trials/successes, posterior mean):")
     for idea in sorted(report.ideas, key=lambda i: -i.posterior_mean):
         lines.append(
@@ -248,6 +316,31 @@ def format_status(report: StatusReport) -> str:
     )
     warning = chain_warning(report)
     return "\n".join([warning, *lines, warning] if warning else lines)
+
+
+def _ratio(value: float | None) -> str:
+    return f"{value:.3f}x" if value is not None else "-"
+
+
+def format_candidates(rows: list[CandidateStatus], total: int) -> list[str]:
+    """The candidates table: one line per candidate, the frontier marked '*'."""
+    if not rows:
+        return []
+    lines = [
+        f"candidates (the frontier, then the best by objective; {len(rows)} of {total}):",
+        f"    {'sha':<10} {'step':>4} {'parent':<10} {'idea':<18} {'verdict':<18} "
+        f"{'x baseline':>10} {'x parent':>9}  taint",
+    ]
+    for row in rows:
+        mark = "*" if row.frontier else " "
+        verdict = (row.verdict or "not judged") + (" (demoted)" if row.demoted else "")
+        parent, idea = (row.parent_sha or "-")[:10], (row.idea_id or "-")[:18]
+        lines.append(
+            f"  {mark} {row.sha[:10]:<10} {row.step:>4} {parent:<10} {idea:<18} "
+            f"{verdict:<18} {_ratio(row.objective):>10} {_ratio(row.vs_parent):>9}  "
+            f"{'tainted' if row.tainted else ''}".rstrip()
+        )
+    return lines
 
 
 def chain_warning(report: StatusReport) -> str | None:

@@ -63,7 +63,8 @@ def verify_frontier(ctx: LoopContext, sha: str, against: str, step: int) -> Veri
         torch_threads=judging.torch_threads,
         device_peaks=judging.device_peaks,
     )
-    result = judge(judging, request, ctx.paths.evals / f"verify-{sha[:12]}")
+    what = f"verifying the frontier {sha[:10]} against {against[:10]}"
+    result = judge(judging, request, ctx.paths.evals / f"verify-{sha[:12]}", what)
     ratios = {other: result.aggregate(other) for other in ("frontier", "twin", "planted")}
     replication, aa, planted = (estimate(ratios[k]) for k in ("frontier", "twin", "planted"))
     if result.outcome is Outcome.PASSED and replication and aa and planted:

@@ -20,7 +20,11 @@ ALLOWED = {
 # search is pure: records in, decisions out; nothing that reads clocks, files or devices.
 SEARCH_MAY_IMPORT = {"__future__", "collections", "enum", "math", "numpy", "pydantic", "typing"}
 SEARCH_MAY_IMPORT |= {"dataclasses", "functools", "itertools", "statistics"}
-THIRD_PARTY_BY_PACKAGE = {"ledger": {"sqlalchemy", "pydantic"}, "search": {"numpy", "pydantic"}}
+# alembic: the ledger's schema migrations (ledger/migrations), run by the ledger itself.
+THIRD_PARTY_BY_PACKAGE = {
+    "ledger": {"sqlalchemy", "pydantic", "alembic"},
+    "search": {"numpy", "pydantic"},
+}
 
 
 def imported_roots(source: str) -> set[str]:
@@ -64,6 +68,63 @@ def test_the_check_can_fail() -> None:
     assert violations("ledger", "import numpy") == {"numpy"}
     assert violations("ledger", "from orchestrator import cli") == {"orchestrator"}
     assert violations("orchestrator", "import harness, search, ledger") == set()
+
+
+# The dashboard is a room of its own: only the CLI enters it (so no module of the service
+# comes to depend on FastAPI, and the dashboard can be dropped or replaced alone).
+DASHBOARD = "orchestrator.dashboard"
+DASHBOARD_MAY_BE_IMPORTED_BY = {"orchestrator/cli.py"}
+
+
+def imports_dashboard(source: str) -> bool:
+    """Whether a source imports orchestrator.dashboard or anything in it."""
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
+        else:
+            continue
+        if any(name == DASHBOARD or name.startswith(DASHBOARD + ".") for name in names):
+            return True
+    return False
+
+
+def dashboard_importers(root: Path, paths: list[Path]) -> list[str]:
+    """Modules outside the dashboard, other than the CLI, that import it."""
+    found = []
+    for path in paths:
+        relative = path.relative_to(root).as_posix()
+        inside = relative.startswith(DASHBOARD.replace(".", "/") + "/")
+        allowed = inside or relative in DASHBOARD_MAY_BE_IMPORTED_BY
+        if not allowed and imports_dashboard(path.read_text()):
+            found.append(relative)
+    return found
+
+
+def test_only_the_cli_imports_the_dashboard() -> None:
+    paths = [path for package in OURS for path in (ROOT / package).rglob("*.py")]
+    assert (ROOT / "orchestrator" / "dashboard" / "app.py") in paths
+    assert not dashboard_importers(ROOT, paths), dashboard_importers(ROOT, paths)
+
+
+def test_the_dashboard_check_can_fail(tmp_path: Path) -> None:
+    assert imports_dashboard("from orchestrator import dashboard")
+    assert imports_dashboard("import orchestrator.dashboard.app")
+    assert imports_dashboard("def f():\n    from orchestrator.dashboard.settings import X")
+    assert not imports_dashboard("from orchestrator import service, status")
+    assert not imports_dashboard("import orchestrator.dashboards_elsewhere")
+    files = {
+        "orchestrator/service.py": "from orchestrator.dashboard import serve\n",
+        "orchestrator/cli.py": "from orchestrator import dashboard\n",
+        "orchestrator/dashboard/app.py": "from orchestrator.dashboard.settings import X\n",
+        "agents/x.py": "import orchestrator.dashboard\n",
+    }
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    found = dashboard_importers(tmp_path, [tmp_path / name for name in files])
+    assert found == ["orchestrator/service.py", "agents/x.py"]
 
 
 def test_search_and_the_cli_light_commands_do_not_import_torch() -> None:

@@ -13,7 +13,10 @@ from orchestrator import cli, service
 from orchestrator.messages import FORMATS, MessageKind
 from tests.orchestrator.conftest import ListReporter, fast_settings
 
-SUBCOMMANDS = ("run", "inject", "status", "checkout", "export", "judge", "ledger")
+SUBCOMMANDS = (
+    *("run", "inject", "status", "checkout", "export", "judge", "ledger", "dashboard"),
+    "report",
+)
 
 
 def _help(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
