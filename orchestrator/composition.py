@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import git
 
@@ -32,11 +33,20 @@ from search import (
 )
 
 COMPOSE_IDEA = "compose-regimes"
+
+
+class Score(NamedTuple):
+    """A speedup over the baseline and the lower bound of its confidence interval."""
+
+    median: float
+    low: float
+
+
 # What a measurement must have ended in to say how fast a variant is where it passed.
 MEASURED_OUTCOMES = frozenset({Outcome.PASSED.value, Outcome.INCORRECT.value})
 
 
-def measured_scores(ledger: Ledger) -> dict[str, dict[str, float]]:
+def measured_scores(ledger: Ledger) -> dict[str, dict[str, Score]]:
     """Speedup over the baseline per candidate and config, from every untainted evaluation:
     a sweep's paired ratio to the baseline, or a screen's ratio to an arm whose own speedup a
     sweep measured (chained). Configs a candidate failed are left out; later results win."""
@@ -45,7 +55,7 @@ def measured_scores(ledger: Ledger) -> dict[str, dict[str, float]]:
         for stored in ledger.events(EventKind.EVALUATION)
     ]
     usable = [s for s in summaries if not s.taint and s.outcome in MEASURED_OUTCOMES]
-    scores: dict[str, dict[str, float]] = {}
+    scores: dict[str, dict[str, Score]] = {}
     for summary in (s for s in usable if s.stage is Stage.SWEEP):
         for config in summary.configs:
             ratio = _ratio(config.ratios, BASELINE_ARM) if config.correct else None
@@ -60,17 +70,18 @@ def measured_scores(ledger: Ledger) -> dict[str, dict[str, float]]:
                 ratio = _ratio(config.ratios, other)
                 known = swept.get(other_sha, {}).get(config.config_id)
                 if other != "candidate" and ratio is not None and known is not None:
-                    per_config = scores.setdefault(summary.sha, {})
-                    per_config.setdefault(config.config_id, ratio * known)
+                    chained = Score(ratio.median * known.median, ratio.low * known.low)
+                    scores.setdefault(summary.sha, {}).setdefault(config.config_id, chained)
     return scores
 
 
-def _ratio(ratios: list[dict[str, object]], other: str) -> float | None:
+def _ratio(ratios: list[dict[str, object]], other: str) -> Score | None:
     for entry in ratios:
-        median = entry.get("median")
+        median, low = entry.get("median"), entry.get("ci_low", entry.get("median"))
         paired = entry.get("arm") == "candidate" and entry.get("other") == other
-        if paired and isinstance(median, int | float) and median > 0:
-            return float(median)
+        numbers = isinstance(median, int | float) and isinstance(low, int | float)
+        if paired and numbers and float(median) > 0 and float(low) > 0:  # type: ignore[arg-type]
+            return Score(float(median), float(low))  # type: ignore[arg-type]
     return None
 
 
@@ -123,7 +134,9 @@ def composition_plan(ctx: LoopContext, state: SearchState) -> DispatchPlan | Non
     plain = _plain_variants(ctx, state, code_outside_blocks(source))
     variants = [
         RegimeVariant(
-            variant_id=sha, scores={c: v for c, v in scores[sha].items() if c in features}
+            variant_id=sha,
+            scores={c: v.median for c, v in scores[sha].items() if c in features},
+            lows={c: v.low for c, v in scores[sha].items() if c in features},
         )
         for sha in plain
         if sha in scores
@@ -135,10 +148,10 @@ def composition_plan(ctx: LoopContext, state: SearchState) -> DispatchPlan | Non
     plan = plan_dispatch(features, variants, incumbent, settings)
     if plan is None or tuple(sorted(plan.assignment.items())) in tried:
         return None
-    frontier_scores = scores.get(frontier, {})
+    frontier_scores = {c: v.median for c, v in scores.get(frontier, {}).items()}
     if all(c in frontier_scores for c in features):
         keys = sorted(features)
-        ahead = _geomean(plan.predicted, settings, keys) / _geomean(frontier_scores, settings, keys)
+        ahead = plan.pessimistic_objective / _geomean(frontier_scores, settings, keys)
         if ahead <= 1.0 + ctx.noise_floor:
             return None  # the frontier (itself a composition, perhaps) is already as good
     return plan

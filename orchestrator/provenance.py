@@ -30,7 +30,9 @@ class FrontierGain(BaseModel):
     idea_source: str | None = Field(description="'library', 'human' or an agent's proposal.")
     agent: str = Field(description="Agent that wrote the candidate ('offline': tunables only).")
     objective: float | None = Field(description="Its objective (higher is faster).")
-    gain: float | None = Field(description="Its objective over its parent's (None: unmeasured).")
+    gain: float | None = Field(
+        description="Paired speedup over its parent from its sweep (None: unmeasured)."
+    )
     origin: GainOrigin = Field(description="Discovered by the search, or enabled by hand.")
     note: str = Field(description="Why this origin, in words.")
 
@@ -57,6 +59,17 @@ def _origin(state: SearchState, cand: CandidateView) -> tuple[GainOrigin, str]:
     return GainOrigin.SEARCH_CODE, f"code written by the agent {cand.agent}"
 
 
+def _gain_over_parent(state: SearchState, cand: CandidateView) -> float | None:
+    """The sweep's paired ratio to the parent; objectives from two sweeps only where none
+    exists (each sweep times its own baseline, so their quotient is no paired measurement)."""
+    paired = cand.details.get("vs_parent")
+    if isinstance(paired, dict) and isinstance(paired.get("median"), int | float):
+        return float(paired["median"])
+    parent = state.candidates.get(cand.parent_sha or "")
+    base = parent.objective if parent is not None else None
+    return cand.objective / base if cand.objective is not None and base else None
+
+
 def frontier_gains(state: SearchState) -> list[FrontierGain]:
     """The declared lineage from the seed to the frontier, each step with its origin."""
     path: list[CandidateView] = []
@@ -68,9 +81,7 @@ def frontier_gains(state: SearchState) -> list[FrontierGain]:
     for cand in reversed(path):
         if cand.parent_sha is None:
             continue  # the seed: the starting point, not a gain
-        parent = state.candidates.get(cand.parent_sha)
-        base = parent.objective if parent is not None else None
-        gain = cand.objective / base if cand.objective is not None and base else None
+        gain = _gain_over_parent(state, cand)
         origin, note = _origin(state, cand)
         idea = state.ideas.get(cand.idea_id or "")
         gains.append(

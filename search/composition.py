@@ -18,6 +18,14 @@ class RegimeVariant(BaseModel):
     scores: dict[str, float] = Field(
         description="Speedup over the baseline per config where it was measured correct."
     )
+    lows: dict[str, float] = Field(
+        default_factory=dict,
+        description="Lower bound of each score's confidence interval (default: the score).",
+    )
+
+    def low(self, config: str) -> float:
+        """The pessimistic score: what a challenger is credited with."""
+        return self.lows.get(config, self.scores[config])
 
 
 class DispatchLeaf(BaseModel):
@@ -67,6 +75,9 @@ class DispatchPlan(BaseModel):
     assignment: dict[str, str] = Field(description="Config id -> the variant serving it.")
     predicted: dict[str, float] = Field(description="Predicted speedup per config.")
     predicted_objective: float = Field(description="Weighted geomean of the predictions.")
+    pessimistic_objective: float = Field(
+        description="The same with every challenger at its interval's lower bound."
+    )
     incumbent_objective: float = Field(description="The incumbent's geomean on the same data.")
 
     @property
@@ -84,7 +95,9 @@ def plan_dispatch(
     """The dispatch tree that serves each region of sizes with its measured winner, or None
     when no split beats the incumbent (which must be measured on every config) by more than
     the noise floor. Only configs in `features` count; a variant serves only configs where
-    it was measured correct."""
+    it was measured correct. A challenger is credited with its interval's lower bound and the
+    incumbent with its median: picking the best of many noisy per-config readings would
+    otherwise find regimes between variants that behave the same (the winner's curse)."""
     configs = sorted(features)
     by_id = {v.variant_id: v for v in variants}
     if not configs or incumbent not in by_id:
@@ -97,9 +110,9 @@ def plan_dispatch(
         return None
     assignment = {c: _leaf_for(root, features[c]).variant_id for c in configs}
     predicted = {c: by_id[assignment[c]].scores[c] for c in configs}
-    objective = grower.geomean(predicted)
+    pessimistic = {c: grower.credit(assignment[c], c) for c in configs}
     base = grower.geomean({c: by_id[incumbent].scores[c] for c in configs})
-    if objective <= base * (1.0 + settings.noise_floor):
+    if grower.geomean(pessimistic) <= base * (1.0 + settings.noise_floor):
         return None
     used = sorted(set(assignment.values()), key=lambda v: (v != incumbent, v))
     return DispatchPlan(
@@ -107,7 +120,8 @@ def plan_dispatch(
         variants=used,
         assignment=assignment,
         predicted=predicted,
-        predicted_objective=objective,
+        predicted_objective=grower.geomean(predicted),
+        pessimistic_objective=grower.geomean(pessimistic),
         incumbent_objective=base,
     )
 
@@ -157,11 +171,16 @@ class _Grower:
                 best_id, best_value = variant_id, value
         return DispatchLeaf(variant_id=best_id), best_value
 
+    def credit(self, variant_id: str, config: str) -> float:
+        """The incumbent's median, or a challenger's lower bound."""
+        variant = self.variants[variant_id]
+        return variant.scores[config] if variant_id == self.incumbent else variant.low(config)
+
     def _value(self, variant_id: str, configs: Sequence[str]) -> float:
         scores = self.variants[variant_id].scores
-        if any(c not in scores or scores[c] <= 0 for c in configs):
+        if any(c not in scores or self.credit(variant_id, c) <= 0 for c in configs):
             return -math.inf
-        return sum(self.weight(c) * math.log(scores[c]) for c in configs)
+        return sum(self.weight(c) * math.log(self.credit(variant_id, c)) for c in configs)
 
     def grow(self, configs: Sequence[str], depth: int) -> DispatchNode:
         leaf, value = self.best_leaf(configs)

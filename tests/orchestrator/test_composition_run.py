@@ -44,7 +44,7 @@ def test_the_composition_beats_each_of_its_parts_and_is_promoted(run_dir: Path) 
     assert plan.assignment["tall"] != plan.assignment["short"]
     assert frontier.objective is not None
     for part in plan.variants:
-        part_geomean = math.exp(sum(math.log(s) for s in scores[part].values()) / 3)
+        part_geomean = math.exp(sum(math.log(s.median) for s in scores[part].values()) / 3)
         assert frontier.objective > 1.2 * part_geomean, (part[:10], part_geomean)
 
 
@@ -57,7 +57,8 @@ def test_the_composed_source_dispatches_on_sizes_and_says_where_it_came_from(
     source = git.Repo(run_dir / "repo").git.show(f"{frontier.sha}:candidate.py")
     regimes = read_regimes(source)
     assert len(regimes) == 1 and {r["association"] for r in regimes.values()} <= {"left", "right"}
-    assert "def choose_regime(sizes):" in source and "==" not in source.split("def choose_")[1]
+    predicate = source.split("def choose_regime(sizes):")[1].split("# --- end ratchet:dispatch")[0]
+    assert "if sizes." in predicate and " < " in predicate and "==" not in predicate
     gains = frontier_gains(state)
     assert gains[-1].origin is GainOrigin.SEARCH_COMPOSITION
     assert "compose: 2 regimes" in frontier.message

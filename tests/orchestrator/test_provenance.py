@@ -81,3 +81,16 @@ def test_a_seed_frontier_has_no_gains() -> None:
     state.candidates, state.frontier_sha = {seed.sha: seed}, seed.sha
     assert frontier_gains(state) == []
     assert format_gains([]) == ["gains: none yet (the frontier is the seed)"]
+
+
+def test_a_gain_is_the_sweeps_paired_ratio_and_a_composition_is_named() -> None:
+    state = SearchState()
+    seed = _candidate("s", None, 0, "seed", 3.67)
+    # Objectives from two sweeps (each with its own baseline timing) read 0.94x; the sweep's
+    # paired ratio to the parent said 1.04x, which is the gain (the H200 run printed 0.942x).
+    child = _candidate("p", "s", 1, "composer", 3.46)
+    child.details = {"vs_parent": {"median": 1.04, "ci_low": 1.03, "ci_high": 1.05}}
+    state.candidates = {c.sha: c for c in (seed, child)}
+    state.frontier_sha = child.sha
+    (gain,) = frontier_gains(state)
+    assert gain.gain == 1.04 and gain.origin is GainOrigin.SEARCH_COMPOSITION
