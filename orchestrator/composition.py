@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
 
 import git
 
@@ -16,10 +15,8 @@ from agents.dispatch import (
     read_regimes,
 )
 from agents.tunables import TunablesError, read_tunables
-from harness.models import Outcome
-from ledger import Ledger
-from orchestrator.evaluation import BASELINE_ARM
-from orchestrator.events import EvaluationSummary, EventKind, Stage, StepStarted
+from orchestrator.events import StepStarted
+from orchestrator.regime_scores import measured_scores
 from orchestrator.stages import LoopContext, record_expansion, recover_commit
 from orchestrator.state import SearchState, StepView
 from orchestrator.workspace import read_file, step_branch
@@ -33,56 +30,6 @@ from search import (
 )
 
 COMPOSE_IDEA = "compose-regimes"
-
-
-class Score(NamedTuple):
-    """A speedup over the baseline and the lower bound of its confidence interval."""
-
-    median: float
-    low: float
-
-
-# What a measurement must have ended in to say how fast a variant is where it passed.
-MEASURED_OUTCOMES = frozenset({Outcome.PASSED.value, Outcome.INCORRECT.value})
-
-
-def measured_scores(ledger: Ledger) -> dict[str, dict[str, Score]]:
-    """Speedup over the baseline per candidate and config, from every untainted evaluation:
-    a sweep's paired ratio to the baseline, or a screen's ratio to an arm whose own speedup a
-    sweep measured (chained). Configs a candidate failed are left out; later results win."""
-    summaries = [
-        EvaluationSummary.model_validate(stored.record.payload)
-        for stored in ledger.events(EventKind.EVALUATION)
-    ]
-    usable = [s for s in summaries if not s.taint and s.outcome in MEASURED_OUTCOMES]
-    scores: dict[str, dict[str, Score]] = {}
-    for summary in (s for s in usable if s.stage is Stage.SWEEP):
-        for config in summary.configs:
-            ratio = _ratio(config.ratios, BASELINE_ARM) if config.correct else None
-            if ratio is not None:
-                scores.setdefault(summary.sha, {})[config.config_id] = ratio
-    swept = {sha: dict(per_config) for sha, per_config in scores.items()}
-    for summary in (s for s in usable if s.stage is Stage.SCREEN):
-        for config in summary.configs:
-            if not config.correct:
-                continue
-            for other, other_sha in summary.arms.items():
-                ratio = _ratio(config.ratios, other)
-                known = swept.get(other_sha, {}).get(config.config_id)
-                if other != "candidate" and ratio is not None and known is not None:
-                    chained = Score(ratio.median * known.median, ratio.low * known.low)
-                    scores.setdefault(summary.sha, {}).setdefault(config.config_id, chained)
-    return scores
-
-
-def _ratio(ratios: list[dict[str, object]], other: str) -> Score | None:
-    for entry in ratios:
-        median, low = entry.get("median"), entry.get("ci_low", entry.get("median"))
-        paired = entry.get("arm") == "candidate" and entry.get("other") == other
-        numbers = isinstance(median, int | float) and isinstance(low, int | float)
-        if paired and numbers and float(median) > 0 and float(low) > 0:  # type: ignore[arg-type]
-            return Score(float(median), float(low))  # type: ignore[arg-type]
-    return None
 
 
 def _plain_variants(ctx: LoopContext, state: SearchState, shared: str) -> dict[str, dict[str, str]]:
@@ -130,7 +77,7 @@ def composition_plan(ctx: LoopContext, state: SearchState) -> DispatchPlan | Non
         return None
     timed = [c for c in ctx.config_set.config_ids if c not in ctx.workload.oracle_only_ids()]
     features = {c: ctx.workload.dispatch_features(c) for c in timed}
-    scores = measured_scores(ctx.ledger)
+    scores = measured_scores(ctx.ledger, anchor=frontier)
     plain = _plain_variants(ctx, state, code_outside_blocks(source))
     variants = [
         RegimeVariant(

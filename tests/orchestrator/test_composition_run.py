@@ -11,8 +11,9 @@ import pytest
 from agents.dispatch import read_regimes
 from ledger import Ledger
 from orchestrator import service
-from orchestrator.composition import COMPOSE_IDEA, measured_scores
+from orchestrator.composition import COMPOSE_IDEA
 from orchestrator.provenance import GainOrigin, frontier_gains
+from orchestrator.regime_scores import measured_scores
 from orchestrator.state import derive_state
 from search import DispatchPlan, Verdict
 from tests.orchestrator.conftest import ListReporter, fast_settings
@@ -32,7 +33,7 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_the_composition_beats_each_of_its_parts_and_is_promoted(run_dir: Path) -> None:
     with Ledger.open_path(run_dir / "ledger.sqlite", create=False) as ledger:
         state = derive_state(ledger)
-        scores = measured_scores(ledger)
+        scores = measured_scores(ledger, anchor=str(state.frontier_sha))
     composed = [c for c in state.candidates.values() if c.agent == "composer"]
     assert len(composed) == 1, [c.agent for c in state.candidates.values()]
     frontier = state.candidates[str(state.frontier_sha)]

@@ -1,0 +1,105 @@
+"""Per-config speed of every measured candidate on one footing: paired ratios to one anchor."""
+
+from __future__ import annotations
+
+import heapq
+from typing import NamedTuple
+
+from harness.models import Outcome
+from ledger import Ledger
+from orchestrator.evaluation import REFERENCE_SHA
+from orchestrator.events import EvaluationSummary, EventKind
+
+# What a measurement must have ended in to say how fast a variant is where it passed.
+MEASURED_OUTCOMES = frozenset({Outcome.PASSED.value, Outcome.INCORRECT.value})
+# A step through the eager baseline costs more than one between two candidates: the baseline's
+# own time drifts between judge processes (the H200 read one code at 3.47x and 3.67x over it in
+# two sweeps) while two candidates paired in one process agree to a few tenths of a percent.
+CANDIDATE_STEP, BASELINE_STEP = 1, 4
+
+
+class Score(NamedTuple):
+    """A speedup and its confidence interval."""
+
+    median: float
+    low: float
+    high: float
+
+    def inverse(self) -> Score:
+        """The same measurement read the other way round."""
+        return Score(1.0 / self.median, 1.0 / self.high, 1.0 / self.low)
+
+    def times(self, other: Score) -> Score:
+        """Chained: the interval widens conservatively (bounds multiply)."""
+        return Score(self.median * other.median, self.low * other.low, self.high * other.high)
+
+
+Edges = dict[str, dict[str, list[tuple[str, Score]]]]  # config -> sha -> (other sha, ratio)
+
+
+def _ratio(ratios: list[dict[str, object]], other: str) -> Score | None:
+    for entry in ratios:
+        if entry.get("arm") != "candidate" or entry.get("other") != other:
+            continue
+        values = [entry.get(k) for k in ("median", "ci_low", "ci_high")]
+        if all(isinstance(v, int | float) and v > 0 for v in values):
+            return Score(*(float(v) for v in values))  # type: ignore[arg-type]
+    return None
+
+
+def _read(ledger: Ledger) -> tuple[Edges, dict[str, set[str]]]:
+    """Paired ratios between arms of every untainted evaluation, and where each judged
+    candidate was correct (an arm's speed says nothing of its correctness)."""
+    edges: Edges = {}
+    correct: dict[str, set[str]] = {}
+    for stored in ledger.events(EventKind.EVALUATION):
+        summary = EvaluationSummary.model_validate(stored.record.payload)
+        if summary.taint or summary.outcome not in MEASURED_OUTCOMES:
+            continue
+        for config in summary.configs:
+            if not config.correct:
+                continue
+            correct.setdefault(summary.sha, set()).add(config.config_id)
+            graph = edges.setdefault(config.config_id, {})
+            for arm, other_sha in summary.arms.items():
+                ratio = _ratio(config.ratios, arm) if arm != "candidate" else None
+                if ratio is not None and other_sha != summary.sha:
+                    graph.setdefault(summary.sha, []).append((other_sha, ratio))
+                    graph.setdefault(other_sha, []).append((summary.sha, ratio.inverse()))
+    return edges, correct
+
+
+def _chained(graph: dict[str, list[tuple[str, Score]]], anchor: str) -> dict[str, Score]:
+    """Each node's speed relative to the anchor, along its cheapest path of paired ratios."""
+    best: dict[str, tuple[int, Score]] = {anchor: (0, Score(1.0, 1.0, 1.0))}
+    queue = [(0, anchor)]
+    while queue:
+        cost, node = heapq.heappop(queue)
+        if cost > best[node][0]:
+            continue
+        for other, ratio in graph.get(node, []):
+            step = BASELINE_STEP if REFERENCE_SHA in (node, other) else CANDIDATE_STEP
+            # ratio is node vs other; other vs anchor = (other vs node) x (node vs anchor)
+            value = ratio.inverse().times(best[node][1])
+            if other not in best or cost + step < best[other][0]:
+                best[other] = (cost + step, value)
+                heapq.heappush(queue, (cost + step, other))
+    return {node: value for node, (_, value) in best.items()}
+
+
+def measured_scores(ledger: Ledger, anchor: str) -> dict[str, dict[str, Score]]:
+    """Speedup over the baseline per candidate and config where it was judged correct: its
+    paired ratios chained to the anchor (screens and sweeps, untainted), times the anchor's
+    own paired ratio to the baseline. Every variant is thereby read against the same
+    baseline measurement, not each against its own sweep's."""
+    edges, correct = _read(ledger)
+    scores: dict[str, dict[str, Score]] = {}
+    for config, graph in edges.items():
+        relative = _chained(graph, anchor)
+        if REFERENCE_SHA not in relative:
+            continue  # the anchor was never timed against the baseline on this config
+        anchor_speed = relative[REFERENCE_SHA].inverse()  # anchor vs the baseline
+        for sha, ratio in relative.items():
+            if sha != REFERENCE_SHA and config in correct.get(sha, set()):
+                scores.setdefault(sha, {})[config] = ratio.times(anchor_speed)
+    return scores

@@ -1,0 +1,108 @@
+"""Per-config scores on one footing: paired ratios chained to the anchor, not each baseline."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ledger import Ledger
+from orchestrator.events import ConfigSummary, EvaluationSummary, EventKind, Stage
+from orchestrator.regime_scores import measured_scores
+
+F, X, Y = "f" * 40, "a" * 40, "b" * 40
+
+
+def ratio(other: str, median: float, spread: float = 0.002) -> dict[str, object]:
+    return {
+        "arm": "candidate",
+        "other": other,
+        "median": median,
+        "ci_low": median * (1 - spread),
+        "ci_high": median * (1 + spread),
+        "rounds": 10,
+    }
+
+
+def summary(
+    sha: str, stage: Stage, arms: dict[str, str], configs: dict[str, list[dict[str, object]]]
+) -> EvaluationSummary:
+    return EvaluationSummary(
+        step=1,
+        sha=sha,
+        evaluation_id=f"{sha}:{stage}",
+        stage=stage,
+        outcome="passed",
+        message="",
+        wall_s=1.0,
+        protocol="interleaved-abba",
+        fingerprint_id=None,
+        timer_resolution_ns=None,
+        arms={"candidate": sha, **arms},
+        configs=[
+            ConfigSummary(
+                config_id=cid,
+                correct=bool(ratios),
+                trials=5,
+                failed_elements=0 if ratios else 3,
+                total_elements=10,
+                max_abs_error=0.0,
+                problem=None,
+                ratios=ratios,
+            )
+            for cid, ratios in configs.items()
+        ],
+        aggregates=[],
+        trial_seeds=[1],
+    )
+
+
+@pytest.fixture
+def ledger(tmp_path: Path) -> Ledger:
+    ledger = Ledger.open_path(tmp_path / "ledger.sqlite")
+    baseline = {"baseline": "reference"}
+    events = [
+        # The frontier against the baseline.
+        summary(
+            F,
+            Stage.SWEEP,
+            baseline,
+            {"c1": [ratio("baseline", 3.47)], "c2": [ratio("baseline", 2.0)]},
+        ),
+        # X behaves as F does (paired: 1.000x) but its own sweep's baseline read slower.
+        summary(
+            X,
+            Stage.SWEEP,
+            {"parent": F, **baseline},
+            {
+                "c1": [ratio("parent", 1.0), ratio("baseline", 3.67)],
+                "c2": [ratio("parent", 1.0), ratio("baseline", 2.1)],
+            },
+        ),
+        # Y, screened against X only: 1.5x on c1, wrong on c2.
+        summary(Y, Stage.SCREEN, {"parent": X}, {"c1": [ratio("parent", 1.5)], "c2": []}),
+    ]
+    tainted = summary(Y, Stage.SWEEP, {"parent": X, **baseline}, {"c1": [ratio("parent", 9.0)]})
+    tainted = tainted.model_copy(update={"taint": ["other processes used 2 CPU cores"]})
+    ledger.append_many([e.to_event(EventKind.EVALUATION) for e in [*events, tainted]])
+    return ledger
+
+
+def test_scores_chain_paired_ratios_to_the_anchor(ledger: Ledger) -> None:
+    scores = measured_scores(ledger, anchor=F)
+    assert scores[F]["c1"].median == pytest.approx(3.47)
+    # Through the paired 1.000x to F, not its own sweep's 3.67x: the same code reads the same.
+    assert scores[X]["c1"].median == pytest.approx(3.47)
+    assert scores[X]["c2"].median == pytest.approx(2.0)
+    # Chained through X (the tainted 9.0x is not used); never where it was wrong.
+    assert scores[Y]["c1"].median == pytest.approx(1.5 * 3.47)
+    assert "c2" not in scores[Y]
+    # Chained intervals widen: they hold every link's bounds.
+    y = scores[Y]["c1"]
+    assert y.low < 1.5 * 3.47 * 0.998 < y.high
+    assert "reference" not in scores
+
+
+def test_without_a_path_to_the_baseline_there_is_no_score(ledger: Ledger) -> None:
+    # Anchored on a commit never measured: nothing can be read on its footing.
+    assert measured_scores(ledger, anchor="c" * 40) == {}
