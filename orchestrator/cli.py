@@ -12,9 +12,10 @@ from pathlib import Path
 
 from ledger import LedgerError
 from orchestrator import service
-from orchestrator.cli_help import parser_texts
+from orchestrator.cli_help import LEDGER_FLAG_HELP, parser_texts
 from orchestrator.export import ExportError
 from orchestrator.judge_file import format_judge_report
+from orchestrator.ledger_location import resolve_ledger
 from orchestrator.ledger_view import format_entry, show_entries
 from orchestrator.messages import MessageKind
 from orchestrator.report import write_report
@@ -31,6 +32,10 @@ def _run_dir_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--run-dir", type=Path, default=None, help="run directory (default ./ratchet-run)"
     )
+
+
+def _ledger_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--ledger", default=None, metavar="URL", help=LEDGER_FLAG_HELP)
 
 
 def _count(text: str) -> int:
@@ -75,6 +80,7 @@ def _build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", allow_abbrev=False, **parser_texts("run"))
     _run_dir_flag(run)
+    _ledger_flag(run)
     # Also after the subcommand; SUPPRESS keeps a top-level --config when this one is absent.
     run.add_argument("--config", type=Path, default=argparse.SUPPRESS, help="settings file (TOML)")
     run.add_argument(
@@ -107,10 +113,12 @@ def _build_parser() -> argparse.ArgumentParser:
     inject.add_argument("kind", choices=[k.value for k in MessageKind], type=str.upper)
     inject.add_argument("text", help="the message (its format by kind: below)")
     _run_dir_flag(inject)
+    _ledger_flag(inject)
     inject.add_argument("--author", default=None, help="credited author (default: your user name)")
 
     status = sub.add_parser("status", allow_abbrev=False, **parser_texts("status"))
     _run_dir_flag(status)
+    _ledger_flag(status)
     status.add_argument("--json", action="store_true", help="machine-readable output")
     status.add_argument(
         "--candidates",
@@ -123,10 +131,12 @@ def _build_parser() -> argparse.ArgumentParser:
     checkout = sub.add_parser("checkout", allow_abbrev=False, **parser_texts("checkout"))
     checkout.add_argument("sha", help="commit sha or unique prefix")
     _run_dir_flag(checkout)
+    _ledger_flag(checkout)
     checkout.add_argument("--into", type=Path, default=None, help="target directory")
 
     export = sub.add_parser("export", allow_abbrev=False, **parser_texts("export"))
     _run_dir_flag(export)
+    _ledger_flag(export)
     export.add_argument("--sha", default=None, help="candidate (default: the frontier)")
     export.add_argument("--out", type=Path, required=True, help="output directory")
 
@@ -146,6 +156,7 @@ def _build_parser() -> argparse.ArgumentParser:
     ledger = sub.add_parser("ledger", allow_abbrev=False, **parser_texts("ledger"))
     ledger.add_argument("action", choices=["verify", "show"])
     _run_dir_flag(ledger)
+    _ledger_flag(ledger)
     ledger.add_argument("--limit", type=_count, default=None, help="show only the last N entries")
     ledger.add_argument(
         "--kind",
@@ -166,6 +177,7 @@ def _build_parser() -> argparse.ArgumentParser:
     _dashboard_parser(sub)
     report = sub.add_parser("report", allow_abbrev=False, **parser_texts("report"))
     _run_dir_flag(report)
+    _ledger_flag(report)
     report.add_argument(
         "--out", type=Path, required=True, help="output directory (new, empty, or a report's)"
     )
@@ -177,6 +189,7 @@ def _settings(args: argparse.Namespace) -> Settings:
         key: getattr(args, key, None)
         for key in (
             "run_dir",
+            "ledger",
             "workload",
             "device",
             "config_set",
@@ -205,7 +218,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 def _cmd_inject(args: argparse.Namespace) -> int:
     settings = _settings(args)
-    seq = service.inject_message(settings.run_dir, args.kind, args.text, args.author)
+    seq = service.inject_message(
+        settings.run_dir, args.kind, args.text, args.author, settings.ledger
+    )
     if args.kind == MessageKind.RETRACT:
         print(f"retracted message #{args.text.strip().lstrip('#')} (RETRACT is message #{seq})")
     else:
@@ -219,7 +234,7 @@ def _cmd_inject(args: argparse.Namespace) -> int:
 
 def _cmd_status(args: argparse.Namespace) -> int:
     settings = _settings(args)
-    report = service.run_status(settings.run_dir, args.candidates)
+    report = service.run_status(settings.run_dir, args.candidates, settings.ledger)
     print(report.model_dump_json(indent=2) if args.json else format_status(report))
     warning = chain_warning(report)
     if warning is None:
@@ -230,14 +245,14 @@ def _cmd_status(args: argparse.Namespace) -> int:
 
 def _cmd_checkout(args: argparse.Namespace) -> int:
     settings = _settings(args)
-    target = service.checkout(settings.run_dir, args.sha, args.into)
+    target = service.checkout(settings.run_dir, args.sha, args.into, settings.ledger)
     print(f"checked out {args.sha} into {target}")
     return EXIT_OK
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
     settings = _settings(args)
-    manifest = service.export(settings.run_dir, args.sha, args.out)
+    manifest = service.export(settings.run_dir, args.sha, args.out, settings.ledger)
     print(f"exported {manifest.commit[:10]} ({manifest.verdict}) to {args.out}")
     return EXIT_OK
 
@@ -259,16 +274,16 @@ def _cmd_ledger(args: argparse.Namespace) -> int:
     if args.action == "verify":
         if args.kind is not None or args.json:
             raise service.RatchetError("--kind and --json go with 'ledger show', not 'verify'")
-        return _verify(settings.run_dir, args.expect_head)
+        return _verify(settings.run_dir, args.expect_head, settings.ledger)
     if args.expect_head is not None:
         raise service.RatchetError("--expect-head goes with 'ledger verify', not 'ledger show'")
-    for entry in show_entries(settings.run_dir, args.limit, args.kind):
+    for entry in show_entries(settings.run_dir, args.limit, args.kind, settings.ledger):
         print(entry.model_dump_json() if args.json else format_entry(entry))
     return EXIT_OK
 
 
-def _verify(run_dir: Path, expect_head: str | None) -> int:
-    report = service.verify_ledger(run_dir, expect_head)
+def _verify(run_dir: Path, expect_head: str | None, ledger_url: str | None) -> int:
+    report = service.verify_ledger(run_dir, expect_head, ledger_url)
     if not report.ok:
         where = "" if report.first_bad_seq is None else f" at entry {report.first_bad_seq}"
         print(f"ledger BROKEN{where} ({report.problem_kind}): {report.problem}", file=sys.stderr)
@@ -289,9 +304,13 @@ def _cmd_dashboard(args: argparse.Namespace) -> int:
     from orchestrator import dashboard
 
     token = args.token or os.environ.get(dashboard.TOKEN_VARIABLE) or None
+    given = _settings(args)
+    # The dashboard opens the ledger the run dir records (its password from PGPASSWORD or
+    # ~/.pgpass); a `ledger` setting naming another one is refused here, before serving.
+    resolve_ledger(given.run_dir, given.ledger)
     try:
         settings = dashboard.DashboardSettings(
-            run_dir=_settings(args).run_dir, host=args.host, port=args.port, token=token
+            run_dir=given.run_dir, host=args.host, port=args.port, token=token
         )
         dashboard.serve(settings)
     except (dashboard.DashboardError, ValueError) as exc:
@@ -301,7 +320,7 @@ def _cmd_dashboard(args: argparse.Namespace) -> int:
 
 def _cmd_report(args: argparse.Namespace) -> int:
     settings = _settings(args)
-    manifest = write_report(settings.run_dir, args.out)
+    manifest = write_report(settings.run_dir, args.out, settings.ledger)
     figures = [f for f in manifest.files if f.endswith(".svg")]
     print(
         f"wrote the report of {settings.run_dir} at ledger head {manifest.ledger_head} to "

@@ -10,6 +10,13 @@ from typing import Any
 
 from orchestrator.messages import FORMATS, MessageKind
 
+LEDGER_FLAG_HELP = (
+    "the run's ledger database, postgresql+psycopg://USER[:PASSWORD]@HOST/DB (default: "
+    "RUN_DIR/ledger.sqlite, or the database a run started with --ledger recorded in "
+    "RUN_DIR/ledger.url, without the password); the password from the URL, PGPASSWORD or "
+    "~/.pgpass; another ledger than the run dir's is refused"
+)
+
 
 @dataclass(frozen=True)
 class CommandHelp:
@@ -32,6 +39,7 @@ COMMANDS = {
             "ratchet run --run-dir runs/night1 --minutes 30",
             "ratchet run --workload softmax --device cpu --max-candidates 5",
             "ratchet run --workload my_pkg.my_module:my_workload --run-dir runs/mine",
+            "ratchet run --run-dir runs/team1 --ledger postgresql+psycopg://me@db.lan/ratchet",
         ),
     ),
     "inject": CommandHelp(
@@ -118,8 +126,9 @@ COMMANDS = {
     ),
     "ledger": CommandHelp(
         summary="inspect the hash-chained ledger",
-        description="verify checks the file, recomputes the hash chain, compares it with the "
-        "head journal (ledger.sqlite.heads) and, with --expect-head, with a head recorded "
+        description="verify checks the file (or database), recomputes the hash chain, "
+        "compares it with the head journal (ledger.sqlite.heads, or ledger.heads for a "
+        "database ledger) and, with --expect-head, with a head recorded "
         "elsewhere (status and export manifests print it), and names the first bad entry "
         "(exit code 1); show lists the entries, one line each: seq, time (UTC), kind, short "
         "hash and a summary by kind (the last N with --limit, one kind of entry or event with "

@@ -221,13 +221,15 @@ def _shown(entry: LedgerEntry) -> ShownEntry:
     )
 
 
-def show_entries(run_dir: Path, limit: int | None, kind: str | None = None) -> list[ShownEntry]:
+def show_entries(
+    run_dir: Path, limit: int | None, kind: str | None = None, ledger_url: str | None = None
+) -> list[ShownEntry]:
     """The chain's entries (of one kind, when given; the last `limit` of them, when given),
     in chain order. The kind is checked before the ledger is opened."""
     kind = check_kind(kind)
     if limit is not None and limit < 0:
         raise RatchetError(f"--limit {limit} is negative; give a count of entries, e.g. 20")
-    with open_run_ledger(run_dir) as ledger:
+    with open_run_ledger(run_dir, ledger_url) as ledger:
         if kind is None and limit is not None:  # the cheap path: read only the tail
             head, _ = ledger.head()
             entries = ledger.entries(after_seq=max(0, head - limit))

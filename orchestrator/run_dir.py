@@ -13,6 +13,9 @@ from pathlib import Path
 
 import git
 
+from ledger import Ledger, LedgerError, LedgerUnavailableError
+from orchestrator.ledger_location import LEDGER_URL_FILE, LedgerLocationError, resolve_ledger
+from orchestrator.state import SearchState, derive_state
 from orchestrator.workspace import SEED_BRANCH, RunPaths
 
 RUN_LOCK = "run.lock"
@@ -90,7 +93,7 @@ def check_fresh_start(paths: RunPaths) -> None:
     dirs); anything else is refused, never overwritten."""
     leftovers = []
     for entry in sorted(paths.root.iterdir()):
-        if entry.name in (RUN_LOCK, *LEDGER_FILES):
+        if entry.name in (RUN_LOCK, LEDGER_URL_FILE, *LEDGER_FILES):
             continue
         if entry == paths.repo and _seed_only(entry):
             continue
@@ -106,13 +109,50 @@ def check_fresh_start(paths: RunPaths) -> None:
 
 
 def check_run_dir(paths: RunPaths) -> None:
-    """A run dir without a ledger must be empty (its lock aside): Ratchet starts runs only in
-    directories it made or that hold nothing."""
+    """A run dir without a ledger (its SQLite file, or the ledger.url of a database ledger)
+    must be empty (its lock aside): Ratchet starts runs only in directories it made or that
+    hold nothing."""
     others = [p for p in paths.root.iterdir() if p.name != RUN_LOCK] if paths.root.is_dir() else []
-    if not paths.ledger.exists() and others:
+    has_ledger = paths.ledger.exists() or (paths.root / LEDGER_URL_FILE).exists()
+    if not has_ledger and others:
         names = ", ".join(sorted(p.name for p in others)[:5])
         raise RunDirError(
             f"{paths.root} exists, is not empty ({names}) and holds no Ratchet ledger; "
             "nothing was changed: pick a new --run-dir or empty it"
         )
     paths.root.mkdir(parents=True, exist_ok=True)
+
+
+def open_for_run(paths: RunPaths, given: str | None) -> tuple[Ledger, SearchState]:
+    """The ledger `ratchet run` appends to (created on first use; `given` is the `ledger`
+    setting) and the state it holds. RunDirError: the run dir, or a database that holds
+    another run dir's run, cannot be started on; LedgerError: the ledger cannot be opened."""
+    location = resolve_ledger(paths.root, given, starting=True)
+    check_run_dir(paths)
+    try:
+        ledger = location.open(create=True)
+    except (LedgerLocationError, LedgerUnavailableError):
+        raise  # their messages already say what to fix
+    except LedgerError as exc:
+        raise RunDirError(
+            f"{location.shown} is not a readable Ratchet ledger: {exc}. Nothing was changed; "
+            "restore it from a backup, or pick a new --run-dir"
+        ) from exc
+    try:
+        state = derive_state(ledger)
+        if state.run is None:
+            check_fresh_start(paths)
+        elif location.url is not None and not location.recorded:
+            # A new run dir on a database that already holds a run: its candidates' commits
+            # are in that run's repository, not here; resuming would mix two runs.
+            started_in = state.run.settings.get("run_dir", "another run dir")
+            raise RunDirError(
+                f"the ledger {location.shown} already holds a run (started in {started_in}), "
+                f"and {paths.root} records no ledger: nothing was changed. Resume that run "
+                "with its --run-dir, or give this run a new, empty database"
+            )
+        location.record()
+    except BaseException:
+        ledger.close()
+        raise
+    return ledger, state

@@ -22,7 +22,6 @@ from ledger import (
     Ledger,
     LedgerError,
     LedgerNotFoundError,
-    ProblemKind,
     Record,
     VerifyReport,
 )
@@ -48,10 +47,12 @@ from orchestrator.judge_file import (
     slow_set_warning,
     temporary_judging,
 )
+from orchestrator.ledger_location import LedgerLocationError, resolve_ledger
+from orchestrator.ledger_location import chain_fix as location_chain_fix
 from orchestrator.llm_setup import LLMSetupError, make_backend, make_session, pricing
 from orchestrator.loop import RunSummary, SeedFailedError, StopSignal, run_loop
 from orchestrator.messages import MessageError, MessageKind
-from orchestrator.run_dir import RunDirError, check_fresh_start, check_run_dir, hold_run_dir
+from orchestrator.run_dir import RunDirError, hold_run_dir, open_for_run
 from orchestrator.settings import DeviceChoice, Settings, default_timing
 from orchestrator.stages import LoopContext, Reporter
 from orchestrator.state import SearchState, derive_state
@@ -107,32 +108,24 @@ def _config_set(workload: Workload, settings: Settings, device: str) -> ConfigSe
         raise RatchetError(str(exc)) from exc
 
 
-def _open_existing(run_dir: Path) -> Ledger:
+def _open_existing(run_dir: Path, given: str | None) -> Ledger:
+    location = resolve_ledger(run_dir, given)
     try:
-        return Ledger.open_path(RunPaths(run_dir).ledger, create=False)
+        return location.open(create=False)
     except LedgerNotFoundError:
         raise RatchetError(
-            f"no Ratchet run in {run_dir}: start one with 'ratchet run --run-dir {run_dir}'"
+            f"no Ratchet run in {run_dir} (no ledger at {location.shown}): start one with "
+            f"'ratchet run --run-dir {run_dir}'"
         ) from None
+    except LedgerLocationError:
+        raise
     except LedgerError as exc:
         raise RatchetError(f"cannot open the ledger of {run_dir}: {exc}") from exc
 
 
 def chain_fix(report: VerifyReport, run_dir: Path) -> str:
     """What to do about a ledger whose chain does not verify."""
-    ledger = RunPaths(run_dir).ledger
-    if report.problem_kind is ProblemKind.DAMAGED:
-        return f"restore {ledger} from a backup (until then nothing in {run_dir} can be trusted)"
-    if report.problem_kind is ProblemKind.JOURNAL:
-        return (
-            f"restore {ledger.name}.heads from a backup; if {ledger.name} itself was restored "
-            f"from an older backup on purpose, move {ledger.name}.heads and {ledger.name}.verified "
-            "aside (the chain then has no anchor for what came before)"
-        )
-    return (
-        f"the ledger was changed outside Ratchet: restore {ledger} (and its .heads journal) from "
-        "a backup, or start a new --run-dir; this run's results are not evidence until then"
-    )
+    return location_chain_fix(report, resolve_ledger(run_dir, None))
 
 
 def require_chain(ledger: Ledger, run_dir: Path, refused: str) -> VerifyReport:
@@ -149,13 +142,14 @@ def require_chain(ledger: Ledger, run_dir: Path, refused: str) -> VerifyReport:
 
 
 @contextmanager
-def open_run_ledger(run_dir: Path) -> Iterator[Ledger]:
-    """The ledger of an existing run (never creates one)."""
-    ledger = _open_existing(run_dir)
+def open_run_ledger(run_dir: Path, ledger: str | None = None) -> Iterator[Ledger]:
+    """The ledger of an existing run (never creates one); `ledger` is the --ledger setting,
+    checked against the one the run dir records (ledger_location)."""
+    opened = _open_existing(run_dir, ledger)
     try:
-        yield ledger
+        yield opened
     finally:
-        ledger.close()
+        opened.close()
 
 
 def _start_records(
@@ -214,24 +208,10 @@ def _open_run(
     """The run dir's ledger and repository, created (seed committed) on first use."""
     paths = RunPaths(settings.run_dir.resolve())
     try:
-        check_run_dir(paths)
+        ledger, state = open_for_run(paths, settings.ledger)
     except RunDirError as exc:
         raise RatchetError(str(exc)) from exc
-    try:
-        ledger = Ledger.open_path(paths.ledger)
-    except LedgerError as exc:
-        raise RatchetError(
-            f"{paths.ledger} is not a readable Ratchet ledger: {exc}. Nothing was changed; "
-            "restore it from a backup, or pick a new --run-dir"
-        ) from exc
-    state = derive_state(ledger)
     resumed = state.run is not None
-    if not resumed:
-        try:
-            check_fresh_start(paths)
-        except RunDirError as exc:
-            ledger.close()
-            raise RatchetError(str(exc)) from exc
     records = _start_records(settings, workload, device, config_set, resumed)
     if resumed:
         try:
@@ -407,9 +387,11 @@ def run_search(settings: Settings, reporter: Reporter | None = None) -> RunSumma
         raise RatchetError(str(exc)) from exc
 
 
-def inject_message(run_dir: Path, kind: str, text: str, author: str | None = None) -> int:
+def inject_message(
+    run_dir: Path, kind: str, text: str, author: str | None = None, ledger_url: str | None = None
+) -> int:
     """`ratchet inject`: validate and append a steering message; returns its ledger seq."""
-    with open_run_ledger(run_dir) as ledger:
+    with open_run_ledger(run_dir, ledger_url) as ledger:
         state = derive_state(ledger)
         if state.run is None:
             raise RatchetError(f"the run in {run_dir} has not started yet; nothing to steer")
@@ -428,14 +410,16 @@ def _author() -> str:
         return "human"
 
 
-def verify_ledger(run_dir: Path, expect_head: str | None = None) -> VerifyReport:
+def verify_ledger(
+    run_dir: Path, expect_head: str | None = None, ledger_url: str | None = None
+) -> VerifyReport:
     """`ratchet ledger verify`: the whole file and hash chain, against the head journal, the
     last verified head and (when given) a head recorded elsewhere, 'SEQ:HASH' or 'HASH'."""
     try:
         expect = None if expect_head is None else ExpectedHead.parse(expect_head)
     except ValueError as exc:
         raise RatchetError(f"--expect-head: {exc}") from None
-    with open_run_ledger(run_dir) as ledger:
+    with open_run_ledger(run_dir, ledger_url) as ledger:
         return ledger.verify(expect)
 
 
@@ -447,22 +431,26 @@ def _workload_of_run(ledger: Ledger, run_dir: Path) -> Workload:
     return _workload(str(state.run.settings.get("workload") or state.run.workload))
 
 
-def run_status(run_dir: Path, candidates: int = CANDIDATES_SHOWN) -> StatusReport:
+def run_status(
+    run_dir: Path, candidates: int = CANDIDATES_SHOWN, ledger_url: str | None = None
+) -> StatusReport:
     """`ratchet status` (`candidates` rows in its candidates table)."""
-    with open_run_ledger(run_dir) as ledger:
+    with open_run_ledger(run_dir, ledger_url) as ledger:
         chain = ledger.check()  # a broken chain is shown loudly, not refused
         return build_status(run_dir, ledger, chain, candidates)
 
 
-def checkout(run_dir: Path, sha: str, into: Path | None) -> Path:
+def checkout(run_dir: Path, sha: str, into: Path | None, ledger_url: str | None = None) -> Path:
     """`ratchet checkout`: a worktree of the candidate's exact commit."""
-    with open_run_ledger(run_dir) as ledger:
+    with open_run_ledger(run_dir, ledger_url) as ledger:
         return checkout_candidate(run_dir, ledger, sha, into)
 
 
-def export(run_dir: Path, sha: str | None, out: Path) -> ExportManifest:
+def export(
+    run_dir: Path, sha: str | None, out: Path, ledger_url: str | None = None
+) -> ExportManifest:
     """`ratchet export`: submission.py + manifest.json of the frontier (or `sha`)."""
-    with open_run_ledger(run_dir) as ledger:
+    with open_run_ledger(run_dir, ledger_url) as ledger:
         require_chain(ledger, run_dir, "Nothing was exported")
         workload = _workload_of_run(ledger, run_dir)
         return export_candidate(run_dir, ledger, workload, sha, out)

@@ -13,7 +13,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from ledger import Ledger, LedgerError
 from orchestrator import run_view
 from orchestrator.dashboard.context import Context
-from orchestrator.workspace import RunPaths
+from orchestrator.ledger_location import resolve_ledger
 
 KEEP_ALIVE_S = 15.0
 
@@ -23,7 +23,8 @@ def _event(kind: str, data: object) -> str:
 
 
 def _open(ctx: Context) -> Ledger:
-    return Ledger.open_path(RunPaths(ctx.settings.run_dir).ledger, create=False)
+    # The run's own ledger, SQLite file or the database its ledger.url names.
+    return resolve_ledger(ctx.settings.run_dir, None).open(create=False)
 
 
 async def head_events(ctx: Context, request: Request) -> AsyncIterator[str]:

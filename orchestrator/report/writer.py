@@ -152,11 +152,11 @@ def _write(out: Path, files: dict[str, str], earlier: list[str]) -> None:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def write_report(run_dir: Path, out: Path) -> ReportManifest:
+def write_report(run_dir: Path, out: Path, ledger_url: str | None = None) -> ReportManifest:
     """`ratchet report`: read the run at one ledger head (its chain checked first), render
     the report and write it into `out`; a bad --out or run dir writes nothing."""
     earlier = check_out_dir(out)
-    with open_run_ledger(run_dir) as ledger:
+    with open_run_ledger(run_dir, ledger_url) as ledger:
         check = require_chain(ledger, run_dir, "No report was written")
         data = gather(ledger, run_dir, check)
     files, manifest = build_files(data)
