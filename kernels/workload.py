@@ -56,12 +56,23 @@ class ConfigSet(BaseModel):
         default=None,
         description="Configs the reference can run (None: all); the rest are feasibility-only.",
     )
+    feasibility_ids: tuple[str, ...] = Field(
+        default=(),
+        description="Configs outside the sweep a frontier must pass (correctness against the "
+        "workload's oracle, never timed) before it is exported as the frontier; checked once "
+        "per frontier, when a run stops.",
+    )
 
     @model_validator(mode="after")
     def _screen_is_subset(self) -> ConfigSet:
         missing = set(self.screening_ids) - set(self.config_ids)
         if missing:
             raise ValueError(f"screening ids {sorted(missing)} are not in config set {self.name}")
+        both = set(self.feasibility_ids) & set(self.config_ids)
+        if both:
+            raise ValueError(
+                f"feasibility ids {sorted(both)} of config set {self.name} are in its sweep too"
+            )
         if not self.screening_ids:
             raise ValueError(f"config set {self.name} has an empty screening subset")
         return self

@@ -4,6 +4,7 @@ schema: created and upgraded through the migrations, checked on every open."""
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -127,12 +128,27 @@ def _on_sqlite_connect(dbapi_connection: Any, _connection_record: Any) -> None:
         # busy_timeout first: switching to WAL may itself have to wait for another process.
         cursor.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         cursor.execute("PRAGMA foreign_keys = ON")
-        cursor.execute("PRAGMA journal_mode = WAL")
+        _switch_to_wal(cursor)
         # A commit is on disk before append() returns: the head journal, written after the
         # commit, must never name a head the database could lose in a crash.
         cursor.execute("PRAGMA synchronous = FULL")
     finally:
         cursor.close()
+
+
+def _switch_to_wal(cursor: Any) -> None:
+    # SQLite answers "database is locked" at once, without its busy handler, when another
+    # process holds the file's lock while it is still in rollback mode (a fresh ledger that a
+    # second process is creating): wait for it here, up to the busy timeout.
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            cursor.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
 
 
 def _on_sqlite_begin(connection: Connection) -> None:

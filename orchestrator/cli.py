@@ -139,6 +139,12 @@ def _build_parser() -> argparse.ArgumentParser:
     _ledger_flag(export)
     export.add_argument("--sha", default=None, help="candidate (default: the frontier)")
     export.add_argument("--out", type=Path, required=True, help="output directory")
+    export.add_argument(
+        "--unchecked",
+        action="store_true",
+        help="export even if the candidate has not passed the config set's feasibility configs "
+        "(the manifest says so)",
+    )
 
     judge = sub.add_parser("judge", allow_abbrev=False, **parser_texts("judge"))
     judge.add_argument(
@@ -252,7 +258,7 @@ def _cmd_checkout(args: argparse.Namespace) -> int:
 
 def _cmd_export(args: argparse.Namespace) -> int:
     settings = _settings(args)
-    manifest = service.export(settings.run_dir, args.sha, args.out, settings.ledger)
+    manifest = service.export(settings.run_dir, args.sha, args.out, settings.ledger, args.unchecked)
     print(f"exported {manifest.commit[:10]} ({manifest.verdict}) to {args.out}")
     return EXIT_OK
 

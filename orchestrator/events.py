@@ -29,6 +29,7 @@ class EventKind(enum.StrEnum):
     VERIFICATION = "verification"
     FRONTIER_DEMOTED = "frontier_demoted"
     LESSON = "lesson"
+    FEASIBILITY = "feasibility"
 
 
 class Stage(enum.StrEnum):
@@ -211,6 +212,19 @@ class EvaluationSummary(Payload):
     taint: list[str] = Field(
         default_factory=list, description="Contention or throttling seen while timed (if any)."
     )
+
+
+class FeasibilityChecked(Payload):
+    """A frontier judged on the config set's feasibility configs (correctness only)."""
+
+    sha: str = Field(description="The frontier checked.")
+    configs: list[str] = Field(description="Feasibility configs it was judged on.")
+    passed: bool = Field(description="Correct on every one of them.")
+    outcome: str = Field(description="Harness outcome.")
+    message: str = Field(description="Harness message (why it failed, if it did).")
+    wall_s: float = Field(description="Wall time of the judge process.")
+    elements: int = Field(description="Output elements compared, all trials.")
+    failed_elements: int = Field(description="Of which outside the tolerance.")
 
 
 class RunStopped(Payload):

@@ -81,6 +81,14 @@ class ExportManifest(BaseModel):
         description="The two as SEQ:HASH: `ratchet ledger verify --expect-head` with it proves "
         "a ledger still holds the history this export came from."
     )
+    feasibility: str = Field(
+        default="none required",
+        description="passed, failed or unchecked on the config set's feasibility configs "
+        "(exported as the frontier only when passed), or 'none required'.",
+    )
+    feasibility_configs: list[str] = Field(
+        default_factory=list, description="The feasibility configs of the run's config set."
+    )
     exported_at: str = Field(description="UTC time of the export.")
     ratchet_version: str = Field(description="Version of Ratchet that exported it.")
 
@@ -227,8 +235,37 @@ def build_submission(sources: dict[str, str], workload: Workload) -> Submission:
     return Submission(SubmissionForm.BUNDLE, {SUBMISSION_FILE: bundled}, SUBMISSION_FILE, note)
 
 
+def _feasibility(
+    state: SearchState, workload: Workload, sha: str, unchecked: bool
+) -> tuple[str, list[str]]:
+    """What the candidate did on the feasibility configs; an error unless it passed them or
+    the user asked for an unchecked export."""
+    config_set = state.run.config_set if state.run else None
+    if config_set is None or config_set not in workload.config_sets:
+        return "none required", []
+    configs = list(workload.config_set(config_set).feasibility_ids)
+    if not configs:
+        return "none required", []
+    passed = state.feasibility.get(sha)
+    status = "unchecked" if passed is None else ("passed" if passed else "failed")
+    if status != "passed" and not unchecked:
+        raise ExportError(
+            f"candidate {sha[:10]} is {status} on the feasibility configs {configs} of config "
+            f"set {config_set}: it is not exported as the frontier. A run checks its frontier "
+            "when it stops (run again to resume and check); or pass --unchecked to export it "
+            f"anyway, marked '{status}' in the manifest"
+        )
+    return status, configs
+
+
 def export_candidate(
-    run_dir: Path, ledger: Ledger, workload: Workload, prefix: str | None, out: Path
+    run_dir: Path,
+    ledger: Ledger,
+    workload: Workload,
+    prefix: str | None,
+    out: Path,
+    *,
+    unchecked: bool = False,
 ) -> ExportManifest:
     """Write the submission (standalone: torch/triton only; submission.py, or a submission/
     package when the tree cannot be bundled) and manifest.json into `out`."""
@@ -245,6 +282,7 @@ def export_candidate(
             "to ship; export the frontier or another candidate that passed the sweep"
         )
     check_measured_tree(repo, cand.sha, cand.tree_sha)
+    feasibility, feasibility_configs = _feasibility(state, workload, cand.sha, unchecked)
     submission = build_submission(read_sources(repo, cand.sha), workload)
     sweep = _sweep_for(ledger, cand.sha)
     fingerprint: dict[str, Any] = {}
@@ -273,6 +311,8 @@ def export_candidate(
         ledger_head_seq=head_seq,
         ledger_head_hash=head_hash,
         ledger_head=f"{head_seq}:{head_hash}",
+        feasibility=feasibility,
+        feasibility_configs=feasibility_configs,
         exported_at=datetime.now(UTC).isoformat(timespec="seconds"),
         ratchet_version=_version(),
     )

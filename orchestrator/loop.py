@@ -15,6 +15,7 @@ from orchestrator.agent_runs import drain_llm_calls, research_due, run_inspector
 from orchestrator.budget import Invocation, begin_invocation, budget_stop
 from orchestrator.composition import compose_step, composition_plan, composition_step
 from orchestrator.events import EventKind, RunStopped, StepStarted
+from orchestrator.feasibility import check_feasibility, feasibility_due
 from orchestrator.repeats import repeated_failure_stop
 from orchestrator.stages import (
     LoopContext,
@@ -286,6 +287,11 @@ def run_loop(ctx: LoopContext, stop: StopSignal) -> RunSummary:
         # The open step stays open: a resumed run with a larger budget finishes it.
         reason = str(exc)
         drain_llm_calls(ctx, state.next_step)
+    if reason != "interrupted":
+        # Once per frontier, after the search: the feasibility configs cost minutes each.
+        due = feasibility_due(ctx, current_state(ctx))
+        if due is not None:
+            check_feasibility(ctx, due)
     elapsed = invocation.elapsed_s()
     stopped = RunStopped(reason=reason, steps_this_invocation=steps_done, elapsed_s=elapsed)
     ctx.ledger.append(stopped.to_event(EventKind.RUN_STOPPED))

@@ -447,13 +447,17 @@ def checkout(run_dir: Path, sha: str, into: Path | None, ledger_url: str | None 
 
 
 def export(
-    run_dir: Path, sha: str | None, out: Path, ledger_url: str | None = None
+    run_dir: Path,
+    sha: str | None,
+    out: Path,
+    ledger_url: str | None = None,
+    unchecked: bool = False,
 ) -> ExportManifest:
     """`ratchet export`: submission.py + manifest.json of the frontier (or `sha`)."""
     with open_run_ledger(run_dir, ledger_url) as ledger:
         require_chain(ledger, run_dir, "Nothing was exported")
         workload = _workload_of_run(ledger, run_dir)
-        return export_candidate(run_dir, ledger, workload, sha, out)
+        return export_candidate(run_dir, ledger, workload, sha, out, unchecked=unchecked)
 
 
 def judge_file(

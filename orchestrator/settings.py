@@ -170,6 +170,11 @@ class Settings(BaseModel):
         description="When the run's own per-config results show different candidates winning "
         "different regimes of sizes, build and judge one candidate that dispatches to each.",
     )
+    check_feasibility: bool = Field(
+        default=True,
+        description="When a run stops, judge its frontier on the config set's feasibility "
+        "configs (e.g. track3's config 14: correctness only); export requires a pass.",
+    )
     verify_frontier: bool = Field(
         default=True, description="Replicate every new frontier with A/A and planted controls."
     )

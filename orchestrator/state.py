@@ -129,6 +129,7 @@ class SearchState:
     noise_floors: dict[str, dict[str, Any]] = field(default_factory=dict)
     demoted: set[str] = field(default_factory=set)
     verifications: dict[str, str] = field(default_factory=dict)
+    feasibility: dict[str, bool] = field(default_factory=dict)
     no_change: dict[str, set[str]] = field(default_factory=dict)
     lessons: list[LessonNoted] = field(default_factory=list)
     research_seen_seq: int = 0
@@ -248,6 +249,8 @@ def _apply_event(state: SearchState, kind: str, payload: dict[str, Any]) -> None
         state.demoted.add(str(payload["sha"]))
     elif kind == EventKind.VERIFICATION:
         state.verifications[str(payload["sha"])] = str(payload["verdict"])
+    elif kind == EventKind.FEASIBILITY:
+        state.feasibility[str(payload["sha"])] = bool(payload["passed"])
     elif kind == EventKind.RESEARCH:
         state.research_seen_seq = max(state.research_seen_seq, int(payload["last_message_seq"]))
         state.research_step = int(payload["step"])

@@ -46,6 +46,7 @@ def track3_workload() -> Workload:
                 name="runnable",
                 config_ids=tuple(i for i in official if i != "14"),
                 screening_ids=("2", "1", "7", "13"),
+                feasibility_ids=("14",),
             ),
             "cpu": ConfigSet(
                 name="cpu", config_ids=tuple(CPU_CONFIGS), screening_ids=("cpu-1", "cpu-3")

@@ -189,3 +189,11 @@ def test_dispatch_features_are_a_configs_numeric_sizes() -> None:
         "n": 256.0,
         "p": 8.0,
     }
+
+
+def test_a_feasibility_config_cannot_also_be_swept() -> None:
+    from kernels.workload import ConfigSet
+
+    with pytest.raises(ValueError, match=r"feasibility ids \['a'\] of config set s"):
+        ConfigSet(name="s", config_ids=("a", "b"), screening_ids=("a",), feasibility_ids=("a",))
+    assert resolve_workload("track3").config_set("runnable").feasibility_ids == ("14",)

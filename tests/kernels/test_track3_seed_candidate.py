@@ -208,3 +208,24 @@ def test_built_and_called_under_inference_mode_and_new_weights_are_seen(
         want = first(x, valid_token_mask=mask)
     assert count_failures(out_first, want, TOL)[0] == 0
     assert torch.equal(out_second, fresh), "the second weights reached the derived copies"
+
+
+def test_explicit_attention_that_cannot_fit_falls_back_to_the_flash_path(
+    track3_seed: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A 100k-token sequence's explicit scores need terabytes: the tunable cannot apply there
+    and the input takes the flash path (and batches are chunked) instead of failing. The rule
+    reads the device's size; this machine has no GPU, so the device's answer is the edge
+    replaced here, nothing else."""
+    import sys
+
+    chunking = sys.modules[track3_seed.__name__.rsplit(".", 1)[0] + ".chunking"]
+
+    class H200:
+        total_memory = 141 * 2**30
+
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: H200())
+    cuda = torch.device("cuda")
+    assert chunking.explicit_scores_exceed(cuda, 16, 100_000, 1)  # config 14
+    assert not chunking.explicit_scores_exceed(cuda, 4, 1024, 64)  # config 13: 3.2 GB
+    assert not chunking.explicit_scores_exceed(torch.device("cpu"), 16, 100_000, 1)

@@ -46,3 +46,37 @@ def test_concurrent_appends_from_processes_keep_the_chain_valid(ledger_path: Pat
         report = ledger.verify()
         assert report.ok, report.problem
         assert report.entries_checked == total
+
+
+def test_the_wal_switch_waits_for_a_process_creating_the_ledger(tmp_path: Path) -> None:
+    """A second process opening a ledger another is creating (the file still in rollback mode,
+    its lock held) got "database is locked" at once from the WAL pragma, busy handler or
+    not; the switch now waits for the lock."""
+    import sqlite3
+    import threading
+    import time
+
+    from ledger.db import _switch_to_wal
+
+    path = tmp_path / "fresh.sqlite"
+    holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    holder.execute("BEGIN EXCLUSIVE")
+    holder.execute("CREATE TABLE t (x)")
+    opener = sqlite3.connect(path, isolation_level=None, timeout=0.05)
+    try:
+        # The check can fail: a bare pragma does not wait.
+        try:
+            opener.execute("PRAGMA journal_mode = WAL")
+            raise AssertionError("the WAL pragma went through a held exclusive lock")
+        except sqlite3.OperationalError as exc:
+            assert "locked" in str(exc)
+        release = threading.Timer(0.3, lambda: holder.execute("COMMIT"))
+        release.start()
+        started = time.monotonic()
+        _switch_to_wal(opener.cursor())
+        assert time.monotonic() - started >= 0.25
+        assert opener.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        release.join()
+    finally:
+        opener.close()
+        holder.close()

@@ -12,6 +12,7 @@ from agents.dispatch import read_regimes
 from ledger import Ledger
 from orchestrator import service
 from orchestrator.composition import COMPOSE_IDEA
+from orchestrator.export import ExportError
 from orchestrator.provenance import GainOrigin, frontier_gains
 from orchestrator.regime_scores import measured_scores
 from orchestrator.state import derive_state
@@ -63,3 +64,22 @@ def test_the_composed_source_dispatches_on_sizes_and_says_where_it_came_from(
     gains = frontier_gains(state)
     assert gains[-1].origin is GainOrigin.SEARCH_COMPOSITION
     assert "compose: 2 regimes" in frontier.message
+
+
+def test_the_frontier_passed_feasibility_and_only_a_checked_candidate_exports(
+    run_dir: Path, tmp_path: Path
+) -> None:
+    with Ledger.open_path(run_dir / "ledger.sqlite", create=False) as ledger:
+        state = derive_state(ledger)
+    frontier = str(state.frontier_sha)
+    # The run judged its final frontier on the set's untimed config before it stopped.
+    assert state.feasibility == {frontier: True}
+    manifest = service.export(run_dir, None, tmp_path / "frontier")
+    assert (manifest.feasibility, manifest.feasibility_configs) == ("passed", ["long"])
+    # Any other candidate was never checked: not exported unless asked, and then marked.
+    other = next(c.sha for c in state.candidates.values() if c.sha != frontier and c.expandable)
+    with pytest.raises(ExportError, match=r"unchecked on the feasibility configs \['long'\]"):
+        service.export(run_dir, other, tmp_path / "other")
+    assert not (tmp_path / "other").exists()
+    marked = service.export(run_dir, other, tmp_path / "other", unchecked=True)
+    assert marked.feasibility == "unchecked"

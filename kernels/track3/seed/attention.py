@@ -6,6 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .chunking import explicit_scores_exceed
 from .common import LOW_PRECISION, DerivedCache, weight_key, zero_padded
 
 
@@ -113,7 +114,8 @@ class MultiHeadAttention(nn.Module):
         compute_dtype = LOW_PRECISION.get(self.tunables["matmul_precision"], x.dtype)
         w = self._derived(compute_dtype)
         q, k, v = self._project_qkv(x.to(compute_dtype), w)
-        if self.tunables["attention"] == "sdpa":
+        flash = self.tunables["attention"] == "sdpa"
+        if flash or explicit_scores_exceed(q.device, self.num_heads, s, b):
             # Right padding + causal: a valid query i only sees keys j <= i, all valid, so the
             # key mask adds nothing; padded query rows are zeroed after out_proj anyway.
             key_mask = None if causal else (None if mask is None else mask[:, None, None, :])

@@ -9,19 +9,45 @@ import torch
 
 def sequences_per_chunk(model: Any, x: torch.Tensor) -> int | None:
     """None: run the batch whole. Otherwise the sequences per pass that keep one pass's
-    activations within half the device's free memory (or the fixed count chosen)."""
+    activations within half the device's free memory (auto, and "none" where the whole batch
+    would not fit), or the fixed count chosen."""
     mode = model.tunables["batch_chunk"]
     batch, seq, width = x.shape
-    if mode == "none" or (mode == "auto" and not x.is_cuda):
-        return None
-    if mode != "auto":
+    if mode not in ("none", "auto"):
         return max(1, min(batch, int(mode)))
+    if not x.is_cuda:
+        return None
+    per_sequence = _bytes_per_sequence(model, seq, width)
+    total = torch.cuda.get_device_properties(x.device).total_memory
+    if mode == "none" and batch * per_sequence <= total // 4:
+        return None  # fits with room to spare: no need to ask the device (no sync)
+    free, _ = torch.cuda.mem_get_info(x.device)
+    fits = (free // 2) // per_sequence
+    # "none" that cannot fit falls back to chunking rather than running out of memory.
+    return None if fits >= batch else max(1, fits)
+
+
+def _bytes_per_sequence(model: Any, seq: int, width: int) -> int:
     first = model.layers[0]
     # Live bytes of one sequence through a block, temporaries included, generously counted;
     # explicit attention also holds scores, probabilities and masks per head.
     per_sequence = seq * (40 * width + 8 * first.ffn_in.out_features)
-    if model.tunables["attention"] == "explicit":
+    if model.tunables["attention"] == "explicit" and not scores_too_large(model, seq):
         per_sequence += 12 * first.attention.num_heads * seq * seq
-    free, _ = torch.cuda.mem_get_info(x.device)
-    fits = (free // 2) // per_sequence
-    return None if fits >= batch else max(1, fits)
+    return int(per_sequence)
+
+
+def scores_too_large(model: Any, seq: int) -> bool:
+    """Whether one sequence's explicit score tensors would not fit in half the device."""
+    first = model.layers[0]
+    return explicit_scores_exceed(first.norm1.weight.device, first.attention.num_heads, seq, 1)
+
+
+def explicit_scores_exceed(device: torch.device, heads: int, seq: int, batch: int) -> bool:
+    """Whether explicit attention's scores, probabilities and masks for this batch would not
+    fit in half the device's memory: such inputs take the flash path instead (a value that
+    cannot apply falls back, never fails). Read from the device's size, never a sync."""
+    if device.type != "cuda":
+        return False
+    total = torch.cuda.get_device_properties(device).total_memory
+    return 12 * batch * heads * seq * seq > total // 2

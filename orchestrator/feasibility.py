@@ -1,0 +1,65 @@
+"""Feasibility: a frontier judged on its config set's untimed configs before it ships as one."""
+
+from __future__ import annotations
+
+import secrets
+
+from harness.models import EvaluationRequest, Outcome
+from harness.trials import correctness_trials, new_salt
+from orchestrator.evaluation import commit_arm, judge
+from orchestrator.events import EventKind, FeasibilityChecked
+from orchestrator.stages import LoopContext
+from orchestrator.state import SearchState
+
+# The first official trial and the first salted (padded) one: each trial of a 100k-token
+# config is a forward and a float64 oracle pass of minutes, not milliseconds.
+FEASIBILITY_TRIALS = 2
+
+
+def feasibility_due(ctx: LoopContext, state: SearchState) -> str | None:
+    """The frontier, when the config set has feasibility configs it was never judged on."""
+    sha = state.frontier_sha
+    if not ctx.settings.check_feasibility or not ctx.config_set.feasibility_ids:
+        return None
+    return sha if sha is not None and sha not in state.feasibility else None
+
+
+def check_feasibility(ctx: LoopContext, sha: str) -> FeasibilityChecked:
+    """Judge the candidate on the feasibility configs (correctness against the workload's
+    oracle, no timing) and record what it got."""
+    configs = list(ctx.config_set.feasibility_ids)
+    work = ctx.paths.evals / f"feasibility-{sha[:12]}"
+    trials = correctness_trials(ctx.workload.official_trials[:1], new_salt())
+    request = EvaluationRequest(
+        evaluation_id=f"{sha}:feasibility",
+        workload=ctx.judging.workload_ref,
+        device=ctx.device,
+        config_ids=configs,
+        arms=[commit_arm(ctx.judging, "candidate", sha, work)],
+        judged_arm="candidate",
+        trials=trials[:FEASIBILITY_TRIALS],
+        oracle_config_ids=configs,
+        timing=None,
+        seed=secrets.randbelow(2**31),
+        torch_threads=ctx.judging.torch_threads,
+        device_peaks=ctx.judging.device_peaks,
+    )
+    ctx.reporter.line(f"feasibility of the frontier {sha[:10]} on configs {', '.join(configs)}")
+    result = judge(ctx.judging, request, work, f"feasibility of {sha[:10]}")
+    checked = FeasibilityChecked(
+        sha=sha,
+        configs=configs,
+        passed=result.outcome is Outcome.PASSED,
+        outcome=result.outcome.value,
+        message=result.message.strip()[:500],
+        wall_s=result.wall_s,
+        elements=sum(t.total_elements for c in result.configs for t in c.trials),
+        failed_elements=sum(t.failed_elements for c in result.configs for t in c.trials),
+    )
+    ctx.ledger.append(checked.to_event(EventKind.FEASIBILITY))
+    verdict = "passed" if checked.passed else f"FAILED ({checked.message[:200]})"
+    ctx.reporter.line(
+        f"  feasibility: {verdict}; {checked.failed_elements:,} of {checked.elements:,} "
+        f"elements outside the tolerance ({checked.wall_s:.1f} s)"
+    )
+    return checked
