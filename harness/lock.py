@@ -5,8 +5,9 @@ from __future__ import annotations
 import fcntl
 import os
 import re
+import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
 
@@ -15,10 +16,43 @@ class DeviceBusyError(TimeoutError):
     """The device lock could not be taken in time."""
 
 
-def device_key(device: str) -> str:
-    """File-name-safe key of a device: 'cpu', 'cuda-0', ..."""
-    if device in ("cuda", "cuda:0"):
-        return "cuda-0"
+def query_gpus() -> dict[int, str]:
+    """Physical GPU index -> UUID, as nvidia-smi reports them ({} without it)."""
+    try:
+        done = subprocess.run(
+            ["nvidia-smi", "--query-gpu=index,uuid", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return {}
+    gpus = {}
+    for line in done.stdout.splitlines():
+        index, _, uuid = (part.strip() for part in line.partition(","))
+        if index.isdigit() and uuid:
+            gpus[int(index)] = uuid
+    return gpus
+
+
+def device_key(
+    device: str,
+    environ: Mapping[str, str] | None = None,
+    gpus: Callable[[], dict[int, str]] = query_gpus,
+) -> str:
+    """File-name-safe key of the physical device a name means here: 'cpu', or for 'cuda:N'
+    the N-th GPU CUDA_VISIBLE_DEVICES leaves visible, by its UUID where nvidia-smi names it
+    (two runs on one GPU share a lock whatever their own numbering; two GPUs never do)."""
+    env = os.environ if environ is None else environ
+    if device == "cuda" or device.startswith("cuda:"):
+        ordinal = int(device.partition(":")[2] or 0)
+        visible = [v.strip() for v in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
+        chosen = visible[ordinal] if ordinal < len(visible) else str(ordinal)
+        if chosen.isdigit():
+            uuid = gpus().get(int(chosen))
+            chosen = uuid if uuid else f"cuda-{chosen}"
+        device = chosen if chosen.startswith("cuda-") else f"gpu-{chosen}"
     return re.sub(r"[^A-Za-z0-9_-]", "-", device)
 
 

@@ -55,9 +55,36 @@ os._exit(0)  # die without unlocking: the child still holds the lock
     assert time.monotonic() - started < 5
 
 
+def no_gpus() -> dict[int, str]:
+    return {}
+
+
+def two_gpus() -> dict[int, str]:
+    # What nvidia-smi names on a host with two GPUs (the only edge replaced: no GPU here).
+    return {0: "GPU-aaaa-0000", 1: "GPU-bbbb-1111"}
+
+
 def test_device_keys_are_file_safe() -> None:
-    assert device_key("cuda") == device_key("cuda:0") == "cuda-0"
-    assert device_key("cuda:1") == "cuda-1"
+    plain: dict[str, str] = {}
+    assert device_key("cuda", plain, no_gpus) == device_key("cuda:0", plain, no_gpus) == "cuda-0"
+    assert device_key("cuda:1", plain, no_gpus) == "cuda-1"
+    assert device_key("cpu", plain, no_gpus) == "cpu"
+
+
+def test_a_gpu_is_locked_by_what_it_is_not_by_its_number_in_this_process() -> None:
+    # Two runs on the same physical GPU share one lock whatever CUDA_VISIBLE_DEVICES numbers
+    # it as; the lock used to be "cuda-0" for both GPUs of a host.
+    second_only = {"CUDA_VISIBLE_DEVICES": "1"}
+    assert device_key("cuda", second_only, two_gpus) == "gpu-GPU-bbbb-1111"
+    assert device_key("cuda:1", {}, two_gpus) == "gpu-GPU-bbbb-1111"
+    assert device_key("cuda", {}, two_gpus) == "gpu-GPU-aaaa-0000"
+    assert device_key("cuda:1", {"CUDA_VISIBLE_DEVICES": "1,0"}, two_gpus) == "gpu-GPU-aaaa-0000"
+    # A UUID in CUDA_VISIBLE_DEVICES is the device itself; without nvidia-smi, the physical
+    # index it names.
+    assert device_key("cuda", {"CUDA_VISIBLE_DEVICES": "GPU-bbbb-1111"}, no_gpus) == (
+        "gpu-GPU-bbbb-1111"
+    )
+    assert device_key("cuda", second_only, no_gpus) == "cuda-1"
 
 
 def test_judge_environment_drops_everything_but_a_whitelist(
