@@ -17,6 +17,7 @@ from orchestrator.composition import compose_step, composition_plan, composition
 from orchestrator.events import EventKind, RunStopped, StepStarted
 from orchestrator.feasibility import check_feasibility, feasibility_due
 from orchestrator.repeats import repeated_failure_stop
+from orchestrator.settings import VerificationMode
 from orchestrator.stages import (
     LoopContext,
     SweepJob,
@@ -234,8 +235,9 @@ def _infrastructure_failures_in_row(state: SearchState) -> int:
 
 def _between_steps(ctx: LoopContext, state: SearchState) -> bool:
     """Verifier and researcher work due before the next step; True when something ran."""
+    separate = ctx.settings.verification is VerificationMode.SEPARATE
     pending = state.pending_verification() if ctx.settings.verify_frontier else None
-    if pending is not None:
+    if pending is not None and separate:
         sha, against = pending
         verify_frontier(ctx, sha, against, state.next_step)
         return True
@@ -243,6 +245,18 @@ def _between_steps(ctx: LoopContext, state: SearchState) -> bool:
         run_researcher(ctx, state)
         return True
     return False
+
+
+def _before_stopping(ctx: LoopContext, state: SearchState) -> None:
+    """What a frontier still needs when the search ends: the verification no later sweep
+    carried, and (once per frontier, its configs cost minutes each) feasibility."""
+    pending = state.pending_verification() if ctx.settings.verify_frontier else None
+    if pending is not None:
+        verify_frontier(ctx, pending[0], pending[1], state.next_step)
+        state = current_state(ctx)
+    due = feasibility_due(ctx, state)
+    if due is not None:
+        check_feasibility(ctx, due)
 
 
 def run_loop(ctx: LoopContext, stop: StopSignal) -> RunSummary:
@@ -288,10 +302,7 @@ def run_loop(ctx: LoopContext, stop: StopSignal) -> RunSummary:
         reason = str(exc)
         drain_llm_calls(ctx, state.next_step)
     if reason != "interrupted":
-        # Once per frontier, after the search: the feasibility configs cost minutes each.
-        due = feasibility_due(ctx, current_state(ctx))
-        if due is not None:
-            check_feasibility(ctx, due)
+        _before_stopping(ctx, current_state(ctx))
     elapsed = invocation.elapsed_s()
     stopped = RunStopped(reason=reason, steps_this_invocation=steps_done, elapsed_s=elapsed)
     ctx.ledger.append(stopped.to_event(EventKind.RUN_STOPPED))

@@ -40,6 +40,13 @@ class DeviceChoice(enum.StrEnum):
     CUDA = "cuda"
 
 
+class VerificationMode(enum.StrEnum):
+    """How a new frontier is replicated before it is trusted."""
+
+    AMORTIZED = "amortized"  # on the next sweep, beside the frontier it replaced
+    SEPARATE = "separate"  # a judge of its own, with an A/A and a planted-slowdown control
+
+
 class ExpanderKind(enum.StrEnum):
     """Which expander writes candidates ('replay:FILE' replays a recorded LLM transcript)."""
 
@@ -177,6 +184,13 @@ class Settings(BaseModel):
     )
     verify_frontier: bool = Field(
         default=True, description="Replicate every new frontier with A/A and planted controls."
+    )
+    verification: VerificationMode = Field(
+        default=VerificationMode.AMORTIZED,
+        description="amortized: a new frontier is replicated on the next sweep, beside the "
+        "frontier it replaced (one arm more, no separate judge); separate: a judge of its own "
+        "with an A/A and a planted-slowdown control. A frontier still unverified when the run "
+        "stops gets the separate one.",
     )
     seed: int = Field(default=0, description="Seed of the search's random choices.")
     noise_floor: float = Field(

@@ -40,6 +40,7 @@ from orchestrator.events import (
     VerdictDetails,
 )
 from orchestrator.repeats import static_line
+from orchestrator.replication import replication_records, riding_verification
 from orchestrator.settings import Settings, default_timing
 from orchestrator.state import SearchState, StepView
 from orchestrator.taint import tainted_line
@@ -383,11 +384,13 @@ def sweep_step(ctx: LoopContext, state: SearchState, job: SweepJob) -> Verdict |
     without a verdict and measured again (None), up to settings.taint_remeasures times."""
     view = state.steps.get(job.step)
     retried = view.tainted_sweeps if view is not None else 0
+    arms = sweep_arms(job.sha, job.parent_sha, state.frontier_sha)
+    riding = riding_verification(ctx.settings, state, arms) if not job.is_seed else None
     stage_job = StageRequest(
         step=job.step,
         sha=job.sha,
         stage=Stage.SWEEP,
-        arms=sweep_arms(job.sha, job.parent_sha, state.frontier_sha),
+        arms=arms,
         config_ids=list(ctx.config_set.config_ids),
         timing=ctx.settings.sweep_timing or default_timing(ctx.device, "sweep"),
         config_weights=state.config_weights,
@@ -410,7 +413,10 @@ def sweep_step(ctx: LoopContext, state: SearchState, job: SweepJob) -> Verdict |
     records.append(
         _verdict(job.sha, decision.verdict, decision.reason, Stage.SWEEP, details, objective)
     )
-    ctx.ledger.append_many(records)
+    riders = replication_records(riding, arms, result, ctx.noise_floor) if riding else []
+    ctx.ledger.append_many([*records, *riders])
+    for rider in riders[:1]:
+        ctx.reporter.line(f"  verifier: {rider.payload['verdict']}: {rider.payload['reason']}")
     shown = f"{objective:.3f}x over baseline" if objective is not None else "no objective"
     ctx.reporter.line(
         f"  sweep: {decision.verdict.value}: {decision.reason}; {shown} ({result.wall_s:.1f} s)"

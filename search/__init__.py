@@ -42,6 +42,7 @@ from search.verification import (
     VerificationDecision,
     VerificationEvidence,
     VerificationVerdict,
+    decide_replication,
     decide_verification,
 )
 
@@ -77,6 +78,7 @@ __all__ = [
     "classify_change",
     "compute_objective",
     "count_clades",
+    "decide_replication",
     "decide_verdict",
     "decide_verification",
     "dispatch_leaves",

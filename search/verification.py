@@ -70,3 +70,26 @@ def decide_verification(evidence: VerificationEvidence, noise_floor: float) -> V
         reason=f"a fresh replication read {evidence.replication.describe()} vs the previous "
         "frontier, which does not clear the noise floor; the controls behaved",
     )
+
+
+def decide_replication(replication: RatioEstimate, noise_floor: float) -> VerificationDecision:
+    """A replication carried by a later sweep (no controls of its own: the run's A/A floor was
+    calibrated): confirmed when clearly faster than the frontier it replaced, refuted only when
+    the whole interval says it is not, inconclusive otherwise."""
+    if classify_change(replication, noise_floor) is Change.FASTER:
+        return VerificationDecision(
+            verdict=VerificationVerdict.CONFIRMED,
+            reason=f"replicated on a later sweep: {replication.describe()} vs the previous "
+            "frontier",
+        )
+    if replication.ci_high <= 1 + noise_floor:
+        return VerificationDecision(
+            verdict=VerificationVerdict.REFUTED,
+            reason=f"a later sweep read {replication.describe()} vs the previous frontier, "
+            "which cannot clear the noise floor",
+        )
+    return VerificationDecision(
+        verdict=VerificationVerdict.INCONCLUSIVE,
+        reason=f"a later sweep read {replication.describe()} vs the previous frontier: "
+        "neither clearly faster nor clearly not",
+    )
