@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from search.lineage import LineageNode, count_clades
+from search.lineage import LineageNode, clade_arrays
 
 
 class ParentChoice(BaseModel):
@@ -49,27 +49,41 @@ def choose_parent(
 ) -> ParentChoice:
     """Draw theta ~ Beta(1 + s, 1 + f) per expandable node over its clade and take the argmax,
     among the nodes the speed band admits (all expandable ones when it admits none)."""
-    counts = count_clades(nodes)
+    successes, failures = clade_arrays(nodes)
     # Sorted so the draws do not depend on the order the caller listed the nodes in
     # (e.g. database row order): the same generator state always gives the same parent.
-    expandable = sorted((node for node in nodes if node.expandable), key=lambda n: n.node_id)
-    fast = [node for node in expandable if band is None or band.admits(node)]
-    eligible = [node.node_id for node in (fast or expandable)]
-    if not eligible:
+    ids = [node.node_id for node in nodes]
+    expandable = np.array(
+        sorted((i for i, node in enumerate(nodes) if node.expandable), key=ids.__getitem__),
+        dtype=np.int64,
+    )
+    fast = expandable[_admitted(nodes, expandable, band)] if band is not None else expandable
+    eligible = fast if fast.size else expandable
+    if eligible.size == 0:
         raise ValueError(
             f"no expandable node among {len(nodes)} lineage nodes; at least the seed must be "
             "marked expandable (correct and fully measured) before a parent can be chosen"
         )
-    alpha = np.array([1 + counts[node_id].successes for node_id in eligible], dtype=float)
-    beta = np.array([1 + counts[node_id].failures for node_id in eligible], dtype=float)
-    thetas = rng.beta(alpha, beta)
+    thetas = rng.beta(1.0 + successes[eligible], 1.0 + failures[eligible])
     best = int(np.argmax(thetas))
-    chosen = eligible[best]
+    chosen = int(eligible[best])
     return ParentChoice(
-        node_id=chosen,
+        node_id=nodes[chosen].node_id,
         theta=float(thetas[best]),
-        successes=counts[chosen].successes,
-        failures=counts[chosen].failures,
-        eligible_count=len(eligible),
-        slower_excluded=len(expandable) - len(eligible),
+        successes=int(successes[chosen]),
+        failures=int(failures[chosen]),
+        eligible_count=int(eligible.size),
+        slower_excluded=int(expandable.size - eligible.size),
     )
+
+
+def _admitted(nodes: Sequence[LineageNode], indices: np.ndarray, band: SpeedBand) -> np.ndarray:
+    """SpeedBand.admits over many nodes at once (unmeasured nodes are admitted)."""
+    objective = np.fromiter(
+        (np.nan if nodes[i].objective is None else nodes[i].objective for i in indices),
+        dtype=float,
+        count=indices.size,
+    )
+    with np.errstate(invalid="ignore"):
+        fast = objective * (1 + band.noise_floor) >= band.frontier_objective
+    return np.isnan(objective) | fast

@@ -6,6 +6,7 @@ import enum
 from collections import deque
 from collections.abc import Sequence
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 
@@ -100,3 +101,47 @@ def count_clades(nodes: Sequence[LineageNode]) -> dict[str, CladeCount]:
         node_id: CladeCount(successes=successes[node_id], failures=failures[node_id])
         for node_id in by_id
     }
+
+
+def clade_arrays(nodes: Sequence[LineageNode]) -> tuple[np.ndarray, np.ndarray]:
+    """Successes and failures over each node's subtree as arrays in the nodes' order: the
+    same counts as count_clades, vectorized (a sampler step over 100k nodes must take
+    milliseconds). Invalid lineages raise count_clades' errors."""
+    index = {node.node_id: i for i, node in enumerate(nodes)}
+    count = len(nodes)
+    parent = np.fromiter(
+        (-1 if n.parent_id is None else index.get(n.parent_id, -2) for n in nodes),
+        dtype=np.int64,
+        count=count,
+    )
+    if len(index) != count or (parent == -2).any():
+        count_clades(nodes)  # raises the error that names the duplicate or the unknown parent
+    successes = np.fromiter((n.outcome is NodeOutcome.SUCCESS for n in nodes), np.int64, count)
+    failures = np.fromiter((n.outcome is NodeOutcome.FAILURE for n in nodes), np.int64, count)
+    depth = _depths(parent)
+    if depth is None:
+        count_clades(nodes)  # a cycle: raises the error that names it
+        raise AssertionError("unreachable: count_clades found no cycle")
+    # Deepest level first: each level's totals are final when it hands them to its parents.
+    order = np.argsort(-depth, kind="stable")
+    levels = np.flatnonzero(np.diff(depth[order])) + 1
+    for group in np.split(order, levels):
+        if depth[group[0]] == 0:
+            break
+        np.add.at(successes, parent[group], successes[group])
+        np.add.at(failures, parent[group], failures[group])
+    return successes, failures
+
+
+def _depths(parent: np.ndarray) -> np.ndarray | None:
+    """Ancestors of every node by pointer jumping (log-depth steps); None on a cycle."""
+    depth = (parent >= 0).astype(np.int64)
+    ancestor = parent.copy()
+    for _ in range(64):  # 2**64 generations: a chain that long is a cycle
+        live = ancestor >= 0
+        if not live.any():
+            return depth
+        hop = ancestor[live]
+        depth[live] = depth[live] + depth[hop]
+        ancestor[live] = ancestor[hop]
+    return None

@@ -118,3 +118,44 @@ def test_self_parent_is_a_cycle() -> None:
 def test_duplicate_id_is_named() -> None:
     with pytest.raises(ValueError, match=r"'a' appears twice"):
         count_clades([node("a", None, U), node("a", None, S)])
+
+
+def test_the_vectorized_clade_counts_agree_with_the_linear_walk() -> None:
+    import numpy as np
+
+    from search.lineage import clade_arrays
+
+    rng = np.random.default_rng(3)
+    outcomes = list(NodeOutcome)
+    trees = []
+    for size in (1, 2, 50, 2000):
+        nodes = [LineageNode(node_id="r", parent_id=None, expandable=True, outcome=outcomes[0])]
+        for i in range(1, size):
+            parent = nodes[int(rng.integers(0, i))].node_id
+            outcome = outcomes[int(rng.integers(0, len(outcomes)))]
+            nodes.append(
+                LineageNode(node_id=f"x{i}", parent_id=parent, expandable=True, outcome=outcome)
+            )
+        trees.append(nodes[::-1])  # children before parents: order must not matter
+    chain = [
+        LineageNode(
+            node_id=f"c{i}",
+            parent_id=f"c{i - 1}" if i else None,
+            expandable=True,
+            outcome=NodeOutcome.SUCCESS,
+        )
+        for i in range(5000)
+    ]
+    for nodes in [*trees, chain]:
+        expected = count_clades(nodes)
+        successes, failures = clade_arrays(nodes)
+        assert [(c.successes, c.failures) for c in expected.values()] == [
+            (int(s), int(f)) for s, f in zip(successes, failures, strict=True)
+        ]
+    assert int(clade_arrays(chain)[0][0]) == 5000
+    cycle = [
+        LineageNode(node_id="a", parent_id="b", expandable=True, outcome=NodeOutcome.FAILURE),
+        LineageNode(node_id="b", parent_id="a", expandable=True, outcome=NodeOutcome.FAILURE),
+    ]
+    with pytest.raises(ValueError, match="parent cycle"):
+        clade_arrays(cycle)
