@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from agents.dispatch import Regime, RegimeBranch, code_outside_blocks, write_dispatch
 from agents.expander import ExpansionOutcome, ExpansionResult
 from agents.tunables import TunablesError, write_tunables
-from agents.worktree import add_worktree, remove_worktree
+from agents.worktree import add_worktree, commit_worktree, remove_worktree
 from prompts import render_prompt
 
 AGENT_NAME = "composer"
@@ -78,13 +78,12 @@ def _commit(
         return _result(ExpansionOutcome.NO_CHANGE, reason, started)
     prompt = render_prompt("composition_commit", request.message_variables)
     actor = git.Actor("ratchet composer", "composer@ratchet.invalid")
-    commit = tree_repo.index.commit(prompt.text, author=actor, committer=actor)
-    git.Repo(request.repo_path).create_head(request.branch, commit.hexsha)
+    commit = commit_worktree(request.repo_path, worktree, request.branch, prompt.text, actor)
     return ExpansionResult(
         outcome=ExpansionOutcome.COMMITTED,
         agent=AGENT_NAME,
-        sha=commit.hexsha,
-        tree_sha=tree_sha,
+        sha=commit.sha,
+        tree_sha=commit.tree_sha,
         message=prompt.text,
         prompt_hash=prompt.template_hash,
         wall_s=time.monotonic() - started,

@@ -21,7 +21,7 @@ from agents.mutation import (
     propose_variant,
 )
 from agents.tunables import TunablesError, read_docs, read_space, read_tunables, write_tunables
-from agents.worktree import add_worktree, remove_worktree
+from agents.worktree import add_worktree, commit_worktree, remove_worktree
 from prompts import render_prompt
 
 AGENT_NAME = "offline"
@@ -200,13 +200,14 @@ class OfflineExpander:
             changes = describe_changes(plan.parent, child, variant.reasons)
             prompt = render_prompt("offline_commit", _message_variables(plan, changes))
             actor = git.Actor("ratchet offline expander", "offline@ratchet.invalid")
-            commit = tree_repo.index.commit(prompt.text, author=actor, committer=actor)
-            git.Repo(request.repo_path).create_head(request.branch, commit.hexsha)
+            commit = commit_worktree(
+                request.repo_path, worktree, request.branch, prompt.text, actor
+            )
             return ExpansionResult(
                 outcome=ExpansionOutcome.COMMITTED,
                 agent=AGENT_NAME,
-                sha=commit.hexsha,
-                tree_sha=tree_sha,
+                sha=commit.sha,
+                tree_sha=commit.tree_sha,
                 message=prompt.text,
                 prompt_hash=prompt.template_hash,
                 wall_s=time.monotonic() - started,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import NamedTuple
 
 import git
 
@@ -24,3 +25,22 @@ def add_worktree(repo: git.Repo, root: Path, branch: str, parent_sha: str) -> Pa
     remove_worktree(repo, path)
     repo.git.worktree("add", "--detach", str(path), parent_sha)
     return path
+
+
+class WorktreeCommit(NamedTuple):
+    """A worktree's index committed and named by a branch of the run's repository."""
+
+    sha: str
+    tree_sha: str
+
+
+def commit_worktree(
+    repo_path: Path, worktree: Path, branch: str, message: str, actor: git.Actor
+) -> WorktreeCommit:
+    """Commit the worktree's index as `actor` and point `branch` of the run's repository at
+    it (the tree must already be staged; its sha is what novelty was checked against)."""
+    tree_repo = git.Repo(worktree)
+    tree_sha = tree_repo.git.write_tree()
+    commit = tree_repo.index.commit(message, author=actor, committer=actor)
+    git.Repo(repo_path).create_head(branch, commit.hexsha)
+    return WorktreeCommit(sha=commit.hexsha, tree_sha=tree_sha)
