@@ -49,11 +49,19 @@ def _count(text: str) -> int:
     return value
 
 
+def _port(text: str) -> int:
+    """A TCP port: 0 (any free one) to 65535."""
+    value = _count(text)
+    if value > 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a TCP port; give 0 (any free) to 65535")
+    return value
+
+
 def _dashboard_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     dashboard = sub.add_parser("dashboard", allow_abbrev=False, **parser_texts("dashboard"))
     _run_dir_flag(dashboard)
     dashboard.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback)")
-    dashboard.add_argument("--port", type=int, default=8765, help="TCP port (default 8765)")
+    dashboard.add_argument("--port", type=_port, default=8765, help="TCP port (default 8765)")
     dashboard.add_argument(
         "--token",
         default=None,

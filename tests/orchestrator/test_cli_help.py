@@ -123,3 +123,14 @@ def test_a_run_of_a_workload_plugin_can_be_resumed_inspected_and_exported(
     assert cli.main(["status", "--run-dir", str(run_dir)]) == 0
     assert cli.main(["export", "--run-dir", str(run_dir), "--out", str(tmp_path / "x")]) == 0
     assert (tmp_path / "x" / "manifest.json").exists(), capsys.readouterr().err
+
+
+@pytest.mark.parametrize("port", ["99999", "-1", "http"])
+def test_a_bad_dashboard_port_is_a_usage_error_not_a_validation_dump(
+    port: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        cli.main(["dashboard", "--run-dir", str(tmp_path), "--port", port])
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err
+    assert f"'{port}' is not" in err and "validation error" not in err
