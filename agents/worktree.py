@@ -2,28 +2,47 @@
 
 from __future__ import annotations
 
+import fcntl
+import os
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import NamedTuple
 
 import git
 
 
+@contextmanager
+def worktree_lock(repo: git.Repo) -> Iterator[None]:
+    """Serialize changes to the repository's worktree list: expansions run at once (threads
+    or processes), and a `worktree prune` racing a `worktree add` can drop the new one."""
+    path = Path(repo.git_dir) / "ratchet-worktrees.lock"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing drops the lock
+
+
 def remove_worktree(repo: git.Repo, path: Path) -> None:
     """Remove a (possibly stale) worktree left by an earlier, interrupted expansion."""
-    if path.exists():
-        try:
-            repo.git.worktree("remove", "--force", str(path))
-        except git.GitCommandError:
-            shutil.rmtree(path, ignore_errors=True)
-    repo.git.worktree("prune")
+    with worktree_lock(repo):
+        if path.exists():
+            try:
+                repo.git.worktree("remove", "--force", str(path))
+            except git.GitCommandError:
+                shutil.rmtree(path, ignore_errors=True)
+        repo.git.worktree("prune")
 
 
 def add_worktree(repo: git.Repo, root: Path, branch: str, parent_sha: str) -> Path:
     """A fresh detached worktree of the parent commit for the expansion of `branch`."""
     path = root / branch.replace("/", "-")
     remove_worktree(repo, path)
-    repo.git.worktree("add", "--detach", str(path), parent_sha)
+    with worktree_lock(repo):
+        repo.git.worktree("add", "--detach", str(path), parent_sha)
     return path
 
 

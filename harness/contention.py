@@ -27,12 +27,32 @@ class Snapshot:
     slowdown: list[str] = field(default_factory=list)
 
 
+def busy_ticks(stat_lines: list[str], cores: set[int] | None) -> int:
+    """Busy jiffies from /proc/stat: of the whole machine (cores None), or of those cores."""
+    total = 0
+    for line in stat_lines:
+        name, *values = line.split()
+        if not name.startswith("cpu") or (name == "cpu") != (cores is None):
+            continue
+        if cores is not None and int(name[3:]) not in cores:
+            continue
+        fields = [int(v) for v in values]
+        total += sum(fields) - fields[3] - (fields[4] if len(fields) > 4 else 0)
+    return total
+
+
+def judged_cores() -> set[int] | None:
+    """The cores this judge is pinned to, when it is pinned to a part of the machine (a CPU
+    slot of a run with several): contention is then what else ran on them."""
+    mine = os.sched_getaffinity(0)
+    return set(mine) if len(mine) < (os.cpu_count() or len(mine)) else None
+
+
 def _cpu_ticks() -> tuple[int, int]:
-    """(busy jiffies of the whole machine, jiffies of this process and its threads)."""
+    """(busy jiffies of the judged cores, jiffies of this process and its threads)."""
     try:
         with open("/proc/stat", encoding="ascii") as fh:
-            fields = [int(v) for v in fh.readline().split()[1:]]
-        busy = sum(fields) - fields[3] - (fields[4] if len(fields) > 4 else 0)
+            busy = busy_ticks(fh.read().splitlines(), judged_cores())
         with open("/proc/self/stat", encoding="ascii") as fh:
             parts = fh.read().rsplit(")", 1)[1].split()
         own = int(parts[11]) + int(parts[12]) + int(parts[13]) + int(parts[14])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -66,6 +67,27 @@ class DevicePeaks(BaseModel):
 
     matmul_flops_per_s: float = Field(gt=0, description="Fastest dense matmul rate measured.")
     copy_bytes_per_s: float = Field(gt=0, description="Copy bandwidth (bytes read + written).")
+
+
+class DeviceSlot(BaseModel):
+    """One device a run evaluates on: a GPU of the host, or a CPU slot (a set of cores)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str = Field(
+        description="What measurements record and the device lock is keyed by: 'cpu', "
+        "'cpu:N' (a CPU slot), or 'cuda:N' (the N-th GPU visible to the run)."
+    )
+    kind: Literal["cpu", "cuda"] = Field(description="The device kind the judge runs on.")
+    cpus: tuple[int, ...] = Field(
+        default=(),
+        description="Cores the judge's processes are pinned to (empty: not pinned).",
+    )
+    visible_gpu: str | None = Field(
+        default=None,
+        description="CUDA_VISIBLE_DEVICES of the judge (the GPU as the host numbers it, an "
+        "index or a UUID): the judge sees only this GPU, as 'cuda' (None: not narrowed).",
+    )
 
 
 class ArmKind(enum.StrEnum):

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from harness.lock import DeviceLock
 from harness.models import (
     PROGRESS_PREFIX,
+    DeviceSlot,
     EvaluationRequest,
     EvaluationResult,
     Outcome,
@@ -27,6 +28,8 @@ from harness.supervisor import SupervisorReport
 
 # Variables a judge may see; everything else (API keys, credentials, tokens) is dropped.
 PASSED_VARIABLES = ("PATH", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")
+# Cores the supervisor pins itself (and so the judge) to, comma-separated.
+CPU_AFFINITY_VARIABLE = "RATCHET_JUDGE_CPUS"
 
 
 class RunnerSettings(BaseModel):
@@ -51,6 +54,11 @@ class RunnerSettings(BaseModel):
         default=True,
         description="Run CPU judges in a PID namespace of their own where the host allows it "
         "(they can then see and signal no process outside); CUDA judges never are.",
+    )
+    slot: DeviceSlot | None = Field(
+        default=None,
+        description="The device slot judges run on: its lock, its cores or its GPU (None: "
+        "the request's device, locked by its name, not narrowed).",
     )
     memory_limit_bytes: int = Field(
         default_factory=lambda: default_memory_limit(),
@@ -98,6 +106,11 @@ def judge_environment(
 
 def _environment(work_dir: Path, settings: RunnerSettings) -> dict[str, str]:
     env = judge_environment(work_dir, settings.code_root, settings.compile_cache_dir)
+    slot = settings.slot
+    if slot is not None and slot.visible_gpu is not None:
+        env["CUDA_VISIBLE_DEVICES"] = slot.visible_gpu
+    if slot is not None and slot.cpus:
+        env[CPU_AFFINITY_VARIABLE] = ",".join(str(cpu) for cpu in slot.cpus)
     if settings.triton_interpret:
         env["TRITON_INTERPRET"] = "1"  # read when Triton defines the kernels: set before start
     return env
@@ -290,7 +303,8 @@ def run_evaluation(
         request = request.model_copy(update={"deadline_s": settings.timeout_s + 30})
     request_path.write_text(request.model_dump_json(indent=2), encoding="utf-8")
     nonce = secrets.token_hex(16)
-    with DeviceLock(settings.lock_dir, request.device) as lock:
+    locked = settings.slot.name if settings.slot is not None else request.device
+    with DeviceLock(settings.lock_dir, locked) as lock:
         lock.acquire(settings.lock_timeout_s, on_wait=progress)
         report_r, report_w = os.pipe()
         with open(log_path, "wb") as log:

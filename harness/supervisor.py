@@ -260,6 +260,13 @@ def supervise(launcher: int, report_fd: int, launch: JudgeLaunch) -> int:
     return 0
 
 
+def pin_to_slot(cpus: str) -> None:
+    """Pin this process (and so the judge it starts) to a CPU slot's cores, before the judge
+    imports torch: its thread pool is sized and placed from the affinity it starts with."""
+    if cpus:
+        os.sched_setaffinity(0, {int(cpu) for cpu in cpus.split(",")})
+
+
 def main(argv: list[str]) -> int:
     """Parse `LAUNCHER_PID REPORT_FD MEMORY_BYTES KEEP_FDS NAMESPACE -- COMMAND...`."""
     if len(argv) < 7 or argv[5] != "--" or argv[4] not in ("yes", "no"):
@@ -270,6 +277,7 @@ def main(argv: list[str]) -> int:
         )
         return 2
     keep = tuple(int(fd) for fd in argv[3].split(",") if fd and fd != "-")
+    pin_to_slot(os.environ.get("RATCHET_JUDGE_CPUS", ""))
     launch = JudgeLaunch(
         command=argv[6:], keep_fds=keep, memory_bytes=int(argv[2]), namespace=argv[4] == "yes"
     )

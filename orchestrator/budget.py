@@ -71,8 +71,11 @@ def begin_invocation(events: list[StoredEvent], state: SearchState, head_seq: in
 def budget_stop(
     invocation: Invocation, state: SearchState, minutes: float, max_candidates: int | None
 ) -> str | None:
-    """Why no new step may start, when a budget of the whole run is used up."""
-    if max_candidates is not None and new_candidates(state) >= max_candidates:
+    """Why no new step may start, when a budget of the whole run is used up. Steps still
+    expanding count as candidates to come: with several in flight, a run does not overshoot
+    --max-candidates (one that ends with nothing new frees its place again)."""
+    expanding = sum(1 for step in state.open_steps if step.sha is None)
+    if max_candidates is not None and new_candidates(state) + expanding >= max_candidates:
         return f"reached {max_candidates} candidates"
     if invocation.used_s() >= minutes * 60:
         earlier = (

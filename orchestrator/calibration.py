@@ -60,6 +60,10 @@ class NoiseFloorCalibrated(Payload):
         description="Run dir whose calibration this is, when reused for an unchanged device, "
         "seed, configs and timing (None: measured in this run).",
     )
+    device_slot: str | None = Field(
+        default=None,
+        description="The device slot calibrated ('cpu:N', 'cuda:N'; None: the run's one device).",
+    )
 
 
 @dataclass(frozen=True)
@@ -89,11 +93,12 @@ def qualify(
         mode=EvaluationMode.QUALIFY,
         torch_threads=judging.torch_threads,
     )
-    what = f"qualifying the device ({judging.device})"
-    result = judge(judging, request, judging.evals_dir / work_name, what)
+    what = f"qualifying the device ({judging.slot_name})"
+    work = judging.evals_dir / f"{work_name}{judging.work_suffix}"
+    result = judge(judging, request, work, what)
     if result.outcome is not Outcome.PASSED or not result.qualification:
         raise NotQualifiedError(
-            f"device {judging.device} could not be qualified ({result.outcome}): "
+            f"device {judging.slot_name} could not be qualified ({result.outcome}): "
             f"{result.message.strip()[:500]}"
         )
     report = dict(result.qualification)
@@ -145,7 +150,7 @@ def calibrate_noise(
 ) -> NoiseFloorCalibrated:
     """Time the seed against a byte-identical copy of itself on every config; the result is
     keyed to the qualified device's fingerprint."""
-    work = judging.evals_dir / "calibration"
+    work = judging.evals_dir / f"calibration{judging.work_suffix}"
     arms = [commit_arm(judging, name, seed_sha, work) for name in ("candidate", "twin")]
     timed = [c for c in config_set.config_ids if c in judging.runnable_ids]
     request = EvaluationRequest(

@@ -96,6 +96,23 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--device", choices=[d.value for d in DeviceChoice], default=None)
     run.add_argument(
+        "--devices",
+        default=None,
+        help="all, or device indices 0,1,...: one evaluation worker per device (CPU slots on a "
+        "CPU host)",
+    )
+    run.add_argument(
+        "--expanders",
+        type=int,
+        default=None,
+        help="expansions that may run at once, overlapping evaluation (default 1)",
+    )
+    run.add_argument(
+        "--ray",
+        default=None,
+        help="evaluate and expand on a Ray cluster: auto, local, or HOST:PORT",
+    )
+    run.add_argument(
         "--configs", dest="config_set", default=None, help="config set (default by device)"
     )
     run.add_argument(
@@ -206,6 +223,9 @@ def _settings(args: argparse.Namespace) -> Settings:
             "ledger",
             "workload",
             "device",
+            "devices",
+            "expanders",
+            "ray",
             "config_set",
             "minutes",
             "max_candidates",

@@ -27,6 +27,9 @@ class FloorCacheKey(BaseModel):
     seed_tree: str = Field(description="Git tree of the seed both A/A arms ran.")
     timing: dict[str, object] = Field(description="The sweep timing plan used.")
     minimum_floor: float = Field(description="The smallest floor the settings allow.")
+    device_slot: str | None = Field(
+        default=None, description="The device slot calibrated (None: a run's one device)."
+    )
 
     def digest(self) -> str:
         """Stable file name of this key."""

@@ -52,6 +52,20 @@ class Judging:
     # How judge subprocesses find the workload: its registry name, or the 'module:factory'
     # of a plug-in (None: the workload's name).
     workload_spec: str | None = None
+    # Where judges run when not on this host (a Ray actor): the request and the local work dir
+    # in, the result out, the judge's files copied back into the work dir (None: here).
+    remote: Callable[[EvaluationRequest, Path], EvaluationResult] | None = None
+
+    @property
+    def slot_name(self) -> str:
+        """The device slot this judging measures on (the run's device without slots)."""
+        return self.runner.slot.name if self.runner.slot is not None else self.device
+
+    @property
+    def work_suffix(self) -> str:
+        """Appended to the names of per-device work dirs ('' without device slots)."""
+        slot = self.runner.slot
+        return "" if slot is None else "-" + slot.name.replace(":", "-")
 
     @property
     def workload_ref(self) -> str:
@@ -64,6 +78,8 @@ def judge(
 ) -> EvaluationResult:
     """Run one judge subprocess; a wait for the device lock is reported first and, when the
     judging has a notice, a long judge every `watch_every_s` as `what` (e.g. 'sweep of SHA')."""
+    if judging.remote is not None:
+        return judging.remote(request, work)
     runner = judging.runner
     if judging.notice is None:
         return run_evaluation(request, work, runner)
@@ -174,7 +190,11 @@ def _finite(value: float | None) -> float | None:
 
 
 def evaluation_records(
-    job: StageRequest, request: EvaluationRequest, result: EvaluationResult
+    job: StageRequest,
+    request: EvaluationRequest,
+    result: EvaluationResult,
+    device_slot: str | None = None,
+    superseded_by: str | None = None,
 ) -> list[Record]:
     """Fingerprint, summary event and one measurement row per (config, arm)."""
     records: list[Record] = []
@@ -199,6 +219,8 @@ def evaluation_records(
         aggregates=[a.model_dump(mode="json") for a in result.aggregates],
         trial_seeds=[t.seed for t in request.trials],
         taint=list(result.taint) if result.tainted else [],
+        device_slot=device_slot,
+        superseded_by=superseded_by,
     )
     records.append(summary.to_event(EventKind.EVALUATION))
     for config in result.configs:
@@ -214,7 +236,11 @@ def evaluation_records(
                     median_ns=timing.median_ns,
                     fingerprint_id=fingerprint_id or "",
                     protocol=result.protocol,
-                    extra={"calls_per_block": timing.calls_per_block, "rounds": config.rounds},
+                    extra={
+                        "calls_per_block": timing.calls_per_block,
+                        "rounds": config.rounds,
+                        "device": device_slot or request.device,
+                    },
                 )
             )
     return records

@@ -212,6 +212,16 @@ class EvaluationSummary(Payload):
     taint: list[str] = Field(
         default_factory=list, description="Contention or throttling seen while timed (if any)."
     )
+    device_slot: str | None = Field(
+        default=None,
+        description="The device that measured every arm of it ('cpu', 'cpu:N', 'cuda:N'; None: "
+        "the run's one device, recorded before runs had several).",
+    )
+    superseded_by: str | None = Field(
+        default=None,
+        description="The frontier that replaced the one this sweep measured against while it "
+        "ran: the evidence is kept, no verdict is drawn from it, the step measures again.",
+    )
 
 
 class FeasibilityChecked(Payload):

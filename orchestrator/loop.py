@@ -13,20 +13,15 @@ from agents.offline import interpret_idea
 from agents.tunables import TunablesError, idea_applied, read_space, read_tunables
 from orchestrator.agent_runs import drain_llm_calls, research_due, run_inspector, run_researcher
 from orchestrator.budget import Invocation, begin_invocation, budget_stop
-from orchestrator.composition import compose_step, composition_plan, composition_step
+from orchestrator.composition import composition_plan, composition_step
 from orchestrator.events import EventKind, RunStopped, StepStarted
 from orchestrator.feasibility import check_feasibility, feasibility_due
+from orchestrator.measured import SweepJob, sweep_step
 from orchestrator.repeats import repeated_failure_stop
+from orchestrator.scheduler import Dispatcher
 from orchestrator.settings import VerificationMode
-from orchestrator.stages import (
-    LoopContext,
-    SweepJob,
-    expand_step,
-    screen_step,
-    static_step,
-    sweep_step,
-)
-from orchestrator.state import SearchState, StepView, derive_state, infrastructure_failure
+from orchestrator.stages import DeviceWorker, LoopContext
+from orchestrator.state import SearchState, derive_state, infrastructure_failure
 from orchestrator.taint import TaintSummary, taint_summary
 from orchestrator.verification import verify_frontier
 from orchestrator.workspace import read_file
@@ -144,20 +139,6 @@ def choose_step(ctx: LoopContext, state: SearchState) -> StepStarted:
     )
 
 
-def advance_step(ctx: LoopContext, state: SearchState, step: StepView) -> None:
-    """Run the next missing stage of an open step."""
-    if step.sha is None and step.started.composition is not None:
-        compose_step(ctx, state, step)
-    elif step.sha is None:
-        expand_step(ctx, state, step)
-    elif step.static is None:
-        static_step(ctx, state, step)
-    elif step.screen is None:
-        screen_step(ctx, state, step)
-    elif step.sweep is None:
-        sweep_step(ctx, state, SweepJob(step.started.step, step.sha, step.started.parent_sha))
-
-
 def next_start(ctx: LoopContext, state: SearchState) -> StepStarted:
     """A composition when the run's results call for one (and no REDIRECT forces a parent),
     otherwise a parent and an idea drawn by the samplers."""
@@ -259,8 +240,52 @@ def _before_stopping(ctx: LoopContext, state: SearchState) -> None:
         check_feasibility(ctx, due)
 
 
+def _between_steps_due(ctx: LoopContext, state: SearchState) -> bool:
+    """Verifier or researcher work waits to run (it needs the pipeline drained)."""
+    separate = ctx.settings.verification is VerificationMode.SEPARATE
+    pending = state.pending_verification() if ctx.settings.verify_frontier else None
+    return (pending is not None and separate) or research_due(ctx, state)
+
+
+def _search(ctx: LoopContext, stop: StopSignal, invocation: Invocation) -> tuple[str, int]:
+    """Steps until a budget ends or a stop is asked for: open steps advance on free devices
+    and expanders, new ones start while the pipeline has room; (reason, steps closed)."""
+    dispatcher = Dispatcher(ctx, list(ctx.workers) or [DeviceWorker(ctx.judging, ctx.noise_floor)])
+    closed_before = sum(step.closed for step in current_state(ctx).steps.values())
+    reason = "budget"
+    while True:
+        state = current_state(ctx)
+        if not stop.requested and dispatcher.dispatch(state):
+            continue
+        idle = not dispatcher.running and not state.open_steps
+        if stop.requested:
+            if not dispatcher.running:
+                reason = "interrupted"
+                break
+        elif idle and _between_steps(ctx, state):
+            continue
+        elif not _between_steps_due(ctx, state) and dispatcher.can_start(state):
+            stop_reason = _stop_reason(ctx, state, invocation)
+            if stop_reason is None:
+                started = next_start(ctx, state)
+                ctx.ledger.append(started.to_event(EventKind.STEP_STARTED))
+                ctx.reporter.line(_describe_start(state, started))
+                continue
+            if idle:
+                reason = stop_reason
+                break
+        elif idle:
+            stop_reason = _stop_reason(ctx, state, invocation)
+            if stop_reason is not None:
+                reason = stop_reason
+                break
+        dispatcher.collect(lambda: current_state(ctx))
+    closed = sum(step.closed for step in current_state(ctx).steps.values())
+    return reason, closed - closed_before
+
+
 def run_loop(ctx: LoopContext, stop: StopSignal) -> RunSummary:
-    """Resume any open step, then start steps until a time, candidate or LLM budget ends."""
+    """Resume any open steps, then start steps until a time, candidate or LLM budget ends."""
     state = current_state(ctx)
     invocation = begin_invocation(ctx.ledger.events(), state, ctx.ledger.head()[0])
     if invocation.earlier_count:
@@ -274,29 +299,8 @@ def run_loop(ctx: LoopContext, stop: StopSignal) -> RunSummary:
     if ctx.llm is not None and ctx.settings.inspect_workload and not state.inspected:
         run_inspector(ctx, state)
         state = current_state(ctx)
-    reason = "budget"
     try:
-        while not stop.requested:
-            step = state.open_step
-            if step is not None:
-                advance_step(ctx, state, step)
-                drain_llm_calls(ctx, step.started.step)
-                state = current_state(ctx)
-                steps_done += int(state.steps[step.started.step].closed)
-                continue
-            if _between_steps(ctx, state):
-                state = current_state(ctx)
-                continue
-            stop_reason = _stop_reason(ctx, state, invocation)
-            if stop_reason is not None:
-                reason = stop_reason
-                break
-            started = next_start(ctx, state)
-            ctx.ledger.append(started.to_event(EventKind.STEP_STARTED))
-            ctx.reporter.line(_describe_start(state, started))
-            state = current_state(ctx)
-        else:
-            reason = "interrupted"
+        reason, steps_done = _search(ctx, stop, invocation)
     except BudgetExhaustedError as exc:
         # The open step stays open: a resumed run with a larger budget finishes it.
         reason = str(exc)

@@ -14,6 +14,7 @@ from types import FrameType
 import git
 
 from harness.lock import DeviceBusyError
+from harness.models import DeviceSlot
 from harness.runner import RunnerSettings
 from kernels.workload import ConfigSet, Workload
 from ledger import (
@@ -25,15 +26,8 @@ from ledger import (
     Record,
     VerifyReport,
 )
-from orchestrator.calibration import (
-    DeviceNoRun,
-    FloorKey,
-    NoiseFloorCalibrated,
-    NotQualifiedError,
-    calibrate_noise,
-    qualify,
-)
-from orchestrator.device_cache import CachedFloor, floor_key, load_floor, store_floor
+from orchestrator.cluster import ClusterError, cluster_kind, join_cluster, remote_judgings
+from orchestrator.devices import DeviceSpecError, resolve_slots
 from orchestrator.evaluation import Judging
 from orchestrator.events import EventKind, IdeaRegistered, RunStarted
 from orchestrator.expanders import make_expander
@@ -53,13 +47,15 @@ from orchestrator.llm_setup import LLMSetupError, make_backend, make_session, pr
 from orchestrator.loop import RunSummary, SeedFailedError, StopSignal, run_loop
 from orchestrator.messages import MessageError, MessageKind
 from orchestrator.run_dir import RunDirError, hold_run_dir, open_for_run
-from orchestrator.settings import DeviceChoice, Settings, default_timing
+from orchestrator.settings import DeviceChoice, Settings
 from orchestrator.stages import LoopContext, Reporter
 from orchestrator.state import SearchState, derive_state
 from orchestrator.status import CANDIDATES_SHOWN, StatusReport, build_status
 from orchestrator.steering import build_message, run_code
+from orchestrator.trust import DeviceUntrustedError, slot_judgings, trust_devices
 from orchestrator.workloads import WorkloadLoadError, load_workload
 from orchestrator.workspace import RunPaths, init_repository, open_repository
+from workers.ray_cluster import RayCluster
 
 CODE_ROOT = Path(__file__).resolve().parent.parent
 
@@ -91,6 +87,19 @@ def resolve_device(choice: DeviceChoice) -> str:
             "--device cuda was asked for but no CUDA device is visible; use --device cpu"
         )
     return "cuda" if available else "cpu"
+
+
+def _device_slots(device: str, settings: Settings) -> list[DeviceSlot]:
+    """The devices --devices names here (none without it: the run's one device)."""
+    gpus = 0
+    if device == "cuda" and settings.devices is not None:
+        import torch
+
+        gpus = torch.cuda.device_count()
+    try:
+        return resolve_slots(device, settings.devices, gpus)
+    except DeviceSpecError as exc:
+        raise RatchetError(str(exc)) from exc
 
 
 def _workload(name: str) -> Workload:
@@ -239,8 +248,11 @@ def _open_run(
     return paths, ledger, repo, False
 
 
-def prepare_run(settings: Settings, reporter: Reporter) -> _Prepared:
-    """Open or create the run dir, record the run's start, wire the loop's context."""
+def prepare_run(
+    settings: Settings, reporter: Reporter, cluster: RayCluster | None = None
+) -> _Prepared:
+    """Open or create the run dir, record the run's start, wire the loop's context (on the
+    devices of a Ray cluster, when one is given)."""
     workload = _workload(settings.workload)
     try:
         backend = make_backend(settings)  # a missing key fails here, before any work
@@ -248,7 +260,15 @@ def prepare_run(settings: Settings, reporter: Reporter) -> _Prepared:
             pricing(settings, backend)
     except LLMSetupError as exc:
         raise RatchetError(str(exc)) from exc
-    device = resolve_device(settings.device)
+    try:
+        device = (
+            resolve_device(settings.device)
+            if cluster is None
+            else cluster_kind(cluster, settings.device)
+        )
+    except ClusterError as exc:
+        raise RatchetError(str(exc)) from exc
+    slots = _device_slots(device, settings)  # checked before anything is written
     config_set = _config_set(workload, settings, device)
     paths, ledger, repo, resumed = _open_run(settings, workload, device, config_set)
     runner = RunnerSettings(
@@ -277,10 +297,22 @@ def prepare_run(settings: Settings, reporter: Reporter) -> _Prepared:
         f"expander {settings.expander}, budget {settings.minutes:g} min"
         + (f" / {settings.max_candidates} candidates" if settings.max_candidates else "")
     )
-    judging, floor = _trust_device(ledger, judging, settings, config_set, reporter)
+    try:
+        judgings = (
+            slot_judgings(judging, slots)
+            if cluster is None
+            else remote_judgings(cluster, judging, settings)
+        )
+        workers = trust_devices(ledger, judgings, settings, config_set, reporter)
+    except (DeviceUntrustedError, ClusterError) as exc:
+        raise RatchetError(str(exc)) from exc
+    several = len(workers) > 1 or judgings[0].runner.slot is not None
+    judging = workers[0].judging
     session = make_session(settings, backend, ledger, paths.root) if backend else None
     ctx = LoopContext(
-        noise_floor=floor,
+        # Parents are banded by the widest floor: no device's noise passes for speed.
+        noise_floor=max(worker.noise_floor for worker in workers),
+        workers=tuple(workers) if several else (),
         settings=settings,
         workload=workload,
         device=device,
@@ -295,61 +327,9 @@ def prepare_run(settings: Settings, reporter: Reporter) -> _Prepared:
     )
     if session is not None:
         ctx = replace(ctx, context_for=context_builder(ctx))
+    elif cluster is not None:
+        ctx = replace(ctx, remote_expand=cluster.expand)  # the offline operator, as Ray tasks
     return _Prepared(ctx=ctx, resumed=resumed)
-
-
-def _trust_device(
-    ledger: Ledger, judging: Judging, settings: Settings, config_set: ConfigSet, reporter: Reporter
-) -> tuple[Judging, float]:
-    """Qualify the device (a no-run event if it cannot be) and calibrate the A/A noise floor
-    of this config set on it once; returns the judging context with the measured peaks."""
-    state = derive_state(ledger)
-    try:
-        peaks, records = qualify(judging)
-    except NotQualifiedError as exc:
-        no_run = DeviceNoRun(device=judging.device, message=str(exc))
-        ledger.append(no_run.to_event(EventKind.DEVICE_NO_RUN))
-        raise RatchetError(f"{exc}; a no-run was recorded in the ledger") from exc
-    fingerprint_id = records[0].fingerprint_id
-    known = state.qualification
-    if known is None or known.get("fingerprint_id") != fingerprint_id:
-        ledger.append_many(records)
-    judging = replace(judging, device_peaks=peaks)
-    floor = state.noise_floor(config_set.name, fingerprint_id)
-    if floor is None:
-        assert state.seed_sha is not None
-        calibrated = _noise_floor(judging, settings, config_set, fingerprint_id, state.seed_sha)
-        ledger.append(calibrated.to_event(EventKind.NOISE_FLOOR))
-        classes = ", ".join(f"{k} {v:.2%}" for k, v in calibrated.classes.items())
-        origin = f", reused from {calibrated.reused_from}" if calibrated.reused_from else ""
-        reporter.line(f"noise floor {calibrated.floor:.2%} (A/A by class: {classes}{origin})")
-        floor = calibrated.floor
-    return judging, floor
-
-
-def _noise_floor(
-    judging: Judging, settings: Settings, config_set: ConfigSet, fingerprint_id: str, seed: str
-) -> NoiseFloorCalibrated:
-    """The A/A floor of this device, seed and config set: an earlier run's when nothing it
-    depends on changed, else measured now (and kept for the next run)."""
-    timing = settings.sweep_timing or default_timing(judging.device, "sweep")
-    assert judging.repo is not None
-    seed_tree = judging.repo.commit(seed).tree.hexsha
-    key = floor_key(fingerprint_id, judging.workload_ref, config_set, seed_tree, timing)
-    key = key.model_copy(update={"minimum_floor": settings.noise_floor})
-    cache_dir = settings.lock_dir / "noise-floors"
-    cached = load_floor(cache_dir, key) if settings.reuse_noise_floor else None
-    if cached is not None:
-        return cached.calibration.model_copy(update={"reused_from": cached.run_dir})
-    judging_line = f"calibrating the noise floor: the seed against itself on {config_set.name}"
-    if judging.notice is not None:
-        judging.notice(judging_line)
-    floor_key_ = FloorKey(fingerprint_id=fingerprint_id, minimum=settings.noise_floor)
-    calibrated = calibrate_noise(judging, seed, config_set, timing, floor_key_)
-    if settings.reuse_noise_floor:
-        run_dir = str(settings.run_dir.resolve())
-        store_floor(cache_dir, CachedFloor(key=key, calibration=calibrated, run_dir=run_dir))
-    return calibrated
 
 
 @contextmanager
@@ -368,12 +348,27 @@ def _stop_on_signals(stop: StopSignal, reporter: Reporter) -> Iterator[None]:
             signal.signal(sig, old)
 
 
+@contextmanager
+def _cluster(settings: Settings) -> Iterator[RayCluster | None]:
+    """The Ray cluster of --ray for the run's length (None without it)."""
+    try:
+        cluster = join_cluster(settings)
+    except ClusterError as exc:
+        raise RatchetError(str(exc)) from exc
+    try:
+        yield cluster
+    finally:
+        if cluster is not None:
+            cluster.shutdown()
+
+
 def run_search(settings: Settings, reporter: Reporter | None = None) -> RunSummary:
     """`ratchet run`: search until a budget ends; resumable from the run dir at any moment."""
     reporter = reporter or PrintReporter()
     try:
-        with hold_run_dir(settings.run_dir.resolve()):
-            prepared = prepare_run(settings, reporter)
+        # The cluster first: a cluster that cannot be joined leaves no run dir behind.
+        with _cluster(settings) as cluster, hold_run_dir(settings.run_dir.resolve()):
+            prepared = prepare_run(settings, reporter, cluster)
             ctx = prepared.ctx
             stop = StopSignal()
             try:

@@ -86,6 +86,23 @@ class Settings(BaseModel):
     )
     workload: str = Field(default="track3", description="Workload name or 'module:factory'.")
     device: DeviceChoice = Field(default=DeviceChoice.AUTO, description="auto, cpu or cuda.")
+    devices: str | None = Field(
+        default=None,
+        description="Devices to evaluate on, one worker each: 'all' or comma-separated indices "
+        "(GPUs as this process sees them; on a CPU host, CPU slots of one core each, pinned). "
+        "None: one device, as --device says.",
+    )
+    expanders: int = Field(
+        default=1,
+        ge=1,
+        le=64,
+        description="Expansions that may run at once (agents think while devices measure).",
+    )
+    ray: str | None = Field(
+        default=None,
+        description="Ray cluster to evaluate and expand on: 'auto', 'local' (a private "
+        "cluster on 127.0.0.1) or an address HOST:PORT (None: this host, without Ray).",
+    )
     config_set: str | None = Field(
         default=None, description="Config set to search (default: the workload's for the device)."
     )
@@ -248,6 +265,18 @@ class Settings(BaseModel):
     def ledger_path(self) -> Path:
         """The SQLite ledger of the run."""
         return self.run_dir / "ledger.sqlite"
+
+    @field_validator("devices")
+    @classmethod
+    def _devices_list(cls, value: str | None) -> str | None:
+        if value is None or value.strip().lower() == "all":
+            return None if value is None else "all"
+        parts = [part.strip() for part in value.split(",")]
+        if not all(part.isdigit() for part in parts):
+            raise ValueError("use 'all' or comma-separated device indices, e.g. 0,1")
+        if len(set(parts)) != len(parts):
+            raise ValueError("a device is listed twice; list each index once, e.g. 0,1")
+        return ",".join(str(int(part)) for part in parts)
 
     @field_validator("ledger")
     @classmethod

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 import git
@@ -21,14 +21,9 @@ from harness.models import EvaluationResult, Outcome, RatioStats
 from harness.static_checks import check_sources, parse_constraint
 from kernels.workload import ConfigSet, Workload
 from ledger import CandidateRecord, Ledger, Record, VerdictRecord
-from orchestrator.arms import recombination_donors, screen_arms, sweep_arms
+from orchestrator.arms import recombination_donors
 from orchestrator.evaluation import (
-    BASELINE_ARM,
     Judging,
-    StageRequest,
-    evaluation_records,
-    judge_stage,
-    ratio_dict,
 )
 from orchestrator.events import (
     EventKind,
@@ -40,21 +35,13 @@ from orchestrator.events import (
     VerdictDetails,
 )
 from orchestrator.repeats import static_line
-from orchestrator.replication import replication_records, riding_verification
-from orchestrator.settings import Settings, default_timing
+from orchestrator.settings import Settings
 from orchestrator.state import SearchState, StepView
-from orchestrator.taint import tainted_line
 from orchestrator.workspace import RunPaths, branch_commit, read_sources, step_branch, tree_of
 from search import (
-    ConfigTiming,
-    Decision,
     ObjectiveSpec,
     RatioEstimate,
     Verdict,
-    VerdictEvidence,
-    compute_objective,
-    decide_verdict,
-    screen_filter,
 )
 
 FAILED_OUTCOMES = {
@@ -76,6 +63,20 @@ class Reporter(Protocol):
         """Show one line of progress."""
 
 
+@dataclass(frozen=True)
+class DeviceWorker:
+    """One device of the run: how it judges (here, or on a Ray actor) and its own A/A noise
+    floor."""
+
+    judging: Judging
+    noise_floor: float
+
+    @property
+    def name(self) -> str:
+        """The device slot's name."""
+        return self.judging.slot_name
+
+
 @dataclass
 class LoopContext:
     """Everything a step needs, wired once by the service."""
@@ -94,6 +95,14 @@ class LoopContext:
     llm: LLMSession | None = None
     # Builds the prompt context of an LLM expansion from the ledger (None: offline runs).
     context_for: Callable[[SearchState, StepStarted], ExpansionContext] | None = None
+    # Every device the run evaluates on (empty: `judging` alone, the serial run).
+    workers: tuple[DeviceWorker, ...] = ()
+    # How an expansion reaches a remote expander (None: in this process).
+    remote_expand: Callable[[ExpansionRequest], ExpansionResult] | None = None
+
+    def on_worker(self, worker: DeviceWorker) -> LoopContext:
+        """This context as one device sees it: its judging and its noise floor."""
+        return replace(self, judging=worker.judging, noise_floor=worker.noise_floor)
 
     def objective_spec(self, state: SearchState) -> ObjectiveSpec:
         """The configured aggregate with the PRIORITY config weights in force."""
@@ -113,12 +122,17 @@ def estimate(stats: RatioStats | None) -> RatioEstimate | None:
 
 def expand_step(ctx: LoopContext, state: SearchState, step: StepView) -> None:
     """Commit the step's candidate (reusing the step's branch after a crash) and record it."""
+    if recover_commit(ctx, step.started, ctx.expander.name):
+        return
+    record_expansion(ctx, step, ctx.expander.expand(expansion_request(ctx, state, step)))
+
+
+def expansion_request(ctx: LoopContext, state: SearchState, step: StepView) -> ExpansionRequest:
+    """What the expander is asked to make at this step (read from the state, so built where
+    the state is: the expansion itself may then run on another thread)."""
     number, started = step.started.step, step.started
     idea = state.ideas[started.idea_id]
-    if recover_commit(ctx, started, ctx.expander.name):
-        return
-    frontier = state.frontier_sha
-    request = ExpansionRequest(
+    return ExpansionRequest(
         repo_path=ctx.paths.repo,
         worktree_root=ctx.paths.worktrees,
         parent_sha=started.parent_sha,
@@ -133,13 +147,12 @@ def expand_step(ctx: LoopContext, state: SearchState, step: StepView) -> None:
         ),
         constraints=state.constraints,
         donor_shas=recombination_donors(state, started.parent_sha),
-        frontier_sha=frontier,
+        frontier_sha=state.frontier_sha,
         step=number,
         context=ctx.context_for(state, started) if ctx.context_for else None,
         known_trees=[c.tree_sha for c in state.candidates.values()],
         seed=ctx.settings.seed * 1_000_003 + number,
     )
-    record_expansion(ctx, step, ctx.expander.expand(request))
 
 
 def recover_commit(ctx: LoopContext, started: StepStarted, agent: str) -> bool:
@@ -242,13 +255,13 @@ def static_step(ctx: LoopContext, state: SearchState, step: StepView) -> None:
     if not report.passed:
         details = VerdictDetails(step=step.started.step, success=False)
         records.append(
-            _verdict(step.sha, Verdict.FAILED_STATIC, report.summary(), Stage.STATIC, details)
+            verdict_record(step.sha, Verdict.FAILED_STATIC, report.summary(), Stage.STATIC, details)
         )
     ctx.ledger.append_many(records)
     ctx.reporter.line(static_line(state, report))  # repeated findings are not printed again
 
 
-def _verdict(
+def verdict_record(
     sha: str,
     verdict: Verdict,
     reason: str,
@@ -266,161 +279,10 @@ def _verdict(
     )
 
 
-def _failed_verdict(sha: str, step: int, stage: Stage, result: EvaluationResult) -> VerdictRecord:
+def failed_verdict(sha: str, step: int, stage: Stage, result: EvaluationResult) -> VerdictRecord:
     verdict = FAILED_OUTCOMES[result.outcome]
     first_line = result.message.strip().splitlines()[0] if result.message.strip() else ""
     cause = result.reason.value if result.reason else result.outcome.value
     reason = f"{stage.value}: {cause}: {first_line}"
     details = VerdictDetails(step=step, success=False, reject_reason=cause)
-    return _verdict(sha, verdict, reason, stage, details)
-
-
-def screen_step(ctx: LoopContext, state: SearchState, step: StepView) -> None:
-    """Correctness and a short paired timing against the parent on the screening configs."""
-    assert step.sha is not None
-    number = step.started.step
-    redirect = state.redirect if state.redirect and number <= state.redirect.until_step else None
-    configs = (
-        list(redirect.configs)
-        if redirect and redirect.configs
-        else list(ctx.config_set.screening_ids)
-    )
-    job = StageRequest(
-        step=number,
-        sha=step.sha,
-        stage=Stage.SCREEN,
-        arms=screen_arms(step.sha, step.started.parent_sha, state.frontier_sha),
-        config_ids=configs,
-        timing=ctx.settings.screen_timing or default_timing(ctx.device, "screen"),
-        config_weights=state.config_weights,
-    )
-    request, result = judge_stage(ctx.judging, job)
-    records = evaluation_records(job, request, result)
-    if result.outcome is not Outcome.PASSED:
-        records.append(_failed_verdict(step.sha, number, Stage.SCREEN, result))
-        ctx.ledger.append_many(records)
-        ctx.reporter.line(f"  screen: {result.outcome.value}: {result.message.strip()[:300]}")
-        return
-    vs_parent = estimate(result.aggregate("parent"))
-    text = f"{vs_parent.describe()} vs parent" if vs_parent else "no timing"
-    vs_frontier = estimate(result.aggregate("frontier"))
-    text += f", {vs_frontier.describe()} vs frontier" if vs_frontier else ""
-    if vs_parent is not None and not screen_filter(vs_parent, ctx.noise_floor):
-        details = VerdictDetails(
-            step=number, success=False, vs_parent=ratio_dict(result.aggregate("parent"))
-        )
-        reason = f"screen: clearly slower than its parent ({text})"
-        records.append(_verdict(step.sha, Verdict.REJECTED, reason, Stage.SCREEN, details))
-        ctx.ledger.append_many(records)
-        ctx.reporter.line(f"  screen: correct, {text}: rejected ({result.wall_s:.1f} s)")
-        return
-    ctx.ledger.append_many(records)
-    ctx.reporter.line(f"  screen: correct, {text} ({result.wall_s:.1f} s)")
-
-
-@dataclass(frozen=True)
-class SweepJob:
-    """The full sweep of one candidate."""
-
-    step: int
-    sha: str
-    parent_sha: str | None
-
-    @property
-    def is_seed(self) -> bool:
-        """The seed has no parent: its sweep makes it the initial frontier."""
-        return self.parent_sha is None
-
-
-def decide(
-    ctx: LoopContext, state: SearchState, job: SweepJob, result: EvaluationResult
-) -> tuple[Decision, VerdictDetails, float | None]:
-    """Verdict, its details and the objective from a passed full sweep."""
-    per_config = []
-    speedups = {}
-    for config in result.configs:
-        medians = {t.arm: t.median_ns for t in config.timings}
-        per_config.append(
-            ConfigTiming(
-                config_id=config.config_id,
-                baseline_s=medians[BASELINE_ARM] / 1e9,
-                candidate_s=medians["candidate"] / 1e9,
-            )
-        )
-        base = next((r for r in config.ratios if r.other == BASELINE_ARM), None)
-        if base is not None:
-            speedups[config.config_id] = base.median
-    objective = compute_objective(per_config, ctx.objective_spec(state))
-    if job.is_seed:
-        reason = "seed candidate: the initial frontier"
-        decision = Decision(verdict=Verdict.PROMOTED, success=False, reason=reason)
-    else:
-        evidence = VerdictEvidence(
-            correct=True,
-            vs_parent=estimate(result.aggregate("parent")),
-            vs_frontier=estimate(result.aggregate("frontier")),
-            tainted=result.tainted,
-        )
-        decision = decide_verdict(evidence, ctx.noise_floor)
-    details = VerdictDetails(
-        step=job.step,
-        success=decision.success,
-        vs_parent=ratio_dict(result.aggregate("parent")),
-        vs_frontier=ratio_dict(result.aggregate("frontier")),
-        vs_baseline=ratio_dict(result.aggregate(BASELINE_ARM)),
-        frontier_before=state.frontier_sha,
-        per_config_speedup=speedups,
-        capped_configs=objective.capped_configs if objective else [],
-        objective_kind=ctx.settings.objective.value,
-        noise_floor=ctx.noise_floor,
-        taint=result.taint,
-    )
-    return decision, details, objective.value if objective else None
-
-
-def sweep_step(ctx: LoopContext, state: SearchState, job: SweepJob) -> Verdict | None:
-    """All configs, correctness then interleaved timing against parent, baseline and frontier;
-    the evidence and the verdict are written in one transaction. A tainted sweep is recorded
-    without a verdict and measured again (None), up to settings.taint_remeasures times."""
-    view = state.steps.get(job.step)
-    retried = view.tainted_sweeps if view is not None else 0
-    arms = sweep_arms(job.sha, job.parent_sha, state.frontier_sha)
-    riding = riding_verification(ctx.settings, state, arms) if not job.is_seed else None
-    stage_job = StageRequest(
-        step=job.step,
-        sha=job.sha,
-        stage=Stage.SWEEP,
-        arms=arms,
-        config_ids=list(ctx.config_set.config_ids),
-        timing=ctx.settings.sweep_timing or default_timing(ctx.device, "sweep"),
-        config_weights=state.config_weights,
-        attempt=retried,
-    )
-    request, result = judge_stage(ctx.judging, stage_job)
-    records = evaluation_records(stage_job, request, result)
-    passed = result.outcome is Outcome.PASSED
-    if passed and result.tainted and not job.is_seed and retried < ctx.settings.taint_remeasures:
-        ctx.ledger.append_many(records)  # the evidence is kept; the step measures again
-        ctx.reporter.line(tainted_line(result.taint, retried + 1, again=True))
-        return None
-    if not passed:
-        verdict = _failed_verdict(job.sha, job.step, Stage.SWEEP, result)
-        records.append(verdict)
-        ctx.ledger.append_many(records)
-        ctx.reporter.line(f"  sweep: {result.outcome.value}: {result.message.strip()[:300]}")
-        return Verdict(verdict.verdict)
-    decision, details, objective = decide(ctx, state, job, result)
-    records.append(
-        _verdict(job.sha, decision.verdict, decision.reason, Stage.SWEEP, details, objective)
-    )
-    riders = replication_records(riding, arms, result, ctx.noise_floor) if riding else []
-    ctx.ledger.append_many([*records, *riders])
-    for rider in riders[:1]:
-        ctx.reporter.line(f"  verifier: {rider.payload['verdict']}: {rider.payload['reason']}")
-    shown = f"{objective:.3f}x over baseline" if objective is not None else "no objective"
-    ctx.reporter.line(
-        f"  sweep: {decision.verdict.value}: {decision.reason}; {shown} ({result.wall_s:.1f} s)"
-    )
-    if result.tainted and not job.is_seed:
-        ctx.reporter.line(tainted_line(result.taint, retried + 1, again=False))
-    return decision.verdict
+    return verdict_record(sha, verdict, reason, stage, details)

@@ -88,6 +88,7 @@ class StepView:
     screen: EvaluationSummary | None = None
     sweep: EvaluationSummary | None = None
     tainted_sweeps: int = 0
+    superseded_sweeps: int = 0
     verdict: Verdict | None = None
 
     @property
@@ -156,17 +157,25 @@ class SearchState:
         """LITERATURE messages the researcher has not seen."""
         return [text for seq, text in self.literature_log if seq > self.research_seen_seq]
 
-    def noise_floor(self, config_set: str, fingerprint_id: str | None = None) -> float | None:
-        """The calibrated floor of a config set (on this fingerprint, when one is given)."""
-        entry = self.noise_floors.get(config_set)
+    def noise_floor(
+        self, config_set: str, fingerprint_id: str | None = None, slot: str | None = None
+    ) -> float | None:
+        """The calibrated floor of a config set (on this fingerprint, when one is given) and
+        device slot (None: the run's one device, without --devices)."""
+        entry = self.noise_floors.get(_floor_key(config_set, slot))
         if entry is None or (fingerprint_id and entry["fingerprint_id"] != fingerprint_id):
             return None
         return float(entry["floor"])
 
     @property
+    def open_steps(self) -> list[StepView]:
+        """Steps started but not finished, oldest first (several when devices run at once)."""
+        return [s for s in self.steps.values() if not s.closed]
+
+    @property
     def open_step(self) -> StepView | None:
-        """The step that was started but not finished (at most one)."""
-        pending = [s for s in self.steps.values() if not s.closed]
+        """The newest step started but not finished (a serial run has at most one)."""
+        pending = self.open_steps
         return pending[-1] if pending else None
 
     @property
@@ -264,7 +273,8 @@ def _apply_event(state: SearchState, kind: str, payload: dict[str, Any]) -> None
     elif kind == EventKind.DEVICE_QUALIFIED:
         state.qualification = payload
     elif kind == EventKind.NOISE_FLOOR:
-        state.noise_floors[str(payload["config_set"])] = payload
+        slot = payload.get("device_slot")
+        state.noise_floors[_floor_key(str(payload["config_set"]), slot)] = payload
     elif kind == EventKind.STEP_STARTED:
         started = StepStarted.model_validate(payload)
         state.steps[started.step] = StepView(started=started)
@@ -286,10 +296,17 @@ def _apply_event(state: SearchState, kind: str, payload: dict[str, Any]) -> None
             step = state.steps[summary.step]
             if summary.stage is Stage.SCREEN:
                 step.screen = summary
+            elif summary.superseded_by is not None:
+                step.superseded_sweeps += 1  # measured against a replaced frontier: again
             elif summary.taint:
                 step.tainted_sweeps += 1  # measured again (or judged: the verdict closes it)
             else:
                 step.sweep = summary
+
+
+def _floor_key(config_set: str, slot: str | None) -> str:
+    # A run on one device (no --devices) records no slot and keys floors by config set alone.
+    return config_set if slot is None else f"{config_set}@{slot}"
 
 
 def infrastructure_failure(failed: ExpansionFailed) -> bool:

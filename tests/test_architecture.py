@@ -7,9 +7,11 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-OURS = {"orchestrator", "agents", "search", "harness", "kernels", "ledger", "prompts"}
+OURS = {"orchestrator", "agents", "search", "harness", "kernels", "ledger", "prompts", "workers"}
 ALLOWED = {
-    "orchestrator": {"search", "agents", "harness", "ledger", "kernels", "prompts"},
+    "orchestrator": {"search", "agents", "harness", "ledger", "kernels", "prompts", "workers"},
+    # Workers on other hosts: they judge and expand, they never decide or write the ledger.
+    "workers": {"harness", "agents", "kernels"},
     "agents": {"ledger", "kernels", "prompts"},
     "search": set(),
     "harness": {"kernels"},
@@ -135,3 +137,34 @@ def test_search_and_the_cli_light_commands_do_not_import_torch() -> None:
         "assert 'torch' not in sys.modules, 'torch was imported'"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+
+
+def ray_importers(root: Path, paths: list[Path]) -> list[str]:
+    """Modules outside workers/ that import Ray (it stays in its room: a host without Ray
+    runs everything else, and no judge's process ever loads it)."""
+    found = []
+    for path in paths:
+        relative = path.relative_to(root).as_posix()
+        if not relative.startswith("workers/") and "ray" in imported_roots(path.read_text()):
+            found.append(relative)
+    return found
+
+
+def test_only_the_workers_import_ray() -> None:
+    paths = [path for package in OURS for path in (ROOT / package).rglob("*.py")]
+    assert (ROOT / "workers" / "ray_cluster.py") in paths
+    assert not ray_importers(ROOT, paths), ray_importers(ROOT, paths)
+
+
+def test_the_ray_check_can_fail(tmp_path: Path) -> None:
+    files = {
+        "harness/x.py": "def f():\n    import ray\n",
+        "orchestrator/y.py": "from ray import get\n",
+        "workers/z.py": "import ray\n",
+        "orchestrator/fine.py": "import array\n",
+    }
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    found = ray_importers(tmp_path, [tmp_path / name for name in files])
+    assert found == ["harness/x.py", "orchestrator/y.py"]

@@ -1,0 +1,279 @@
+"""The measured stages of a step, screen and full sweep, each in three parts: planned where
+the state is, judged on one device (possibly on a worker thread), recorded where the state is."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.models import EvaluationRequest, EvaluationResult, Outcome
+from ledger import Record
+from orchestrator.arms import screen_arms, sweep_arms
+from orchestrator.evaluation import (
+    BASELINE_ARM,
+    StageRequest,
+    build_request,
+    evaluation_records,
+    judge,
+    ratio_dict,
+)
+from orchestrator.events import Stage, VerdictDetails
+from orchestrator.replication import replication_records, riding_verification
+from orchestrator.settings import default_timing
+from orchestrator.stages import LoopContext, estimate, failed_verdict, verdict_record
+from orchestrator.state import SearchState, StepView
+from orchestrator.taint import tainted_line
+from search import (
+    ConfigTiming,
+    Decision,
+    Verdict,
+    VerdictEvidence,
+    compute_objective,
+    decide_verdict,
+    screen_filter,
+)
+
+
+@dataclass(frozen=True)
+class StagePlan:
+    """One judge run, fully described: what it measures, where its files go, what it
+    shows while it runs, and the frontier it is measured against."""
+
+    job: StageRequest
+    request: EvaluationRequest
+    work: Path
+    what: str
+    frontier_sha: str | None
+    # The verification a sweep carries for the frontier it was planned against (if any).
+    riding: tuple[str, str] | None = None
+
+
+def plan_stage(
+    ctx: LoopContext, job: StageRequest, frontier: str | None, riding: tuple[str, str] | None
+) -> StagePlan:
+    """Materialize the arms and build the judge request (git and files: the state's side)."""
+    work = ctx.judging.evals_dir / f"step-{job.step:05d}-{job.name}"
+    slot = ctx.judging.slot_name
+    where = f" on {slot}" if ctx.judging.runner.slot is not None and slot != ctx.device else ""
+    return StagePlan(
+        job=job,
+        request=build_request(ctx.judging, job),
+        work=work,
+        what=f"{job.stage.value} of {job.sha[:10]} (step {job.step}){where}",
+        frontier_sha=frontier,
+        riding=riding,
+    )
+
+
+def run_plan(ctx: LoopContext, plan: StagePlan) -> EvaluationResult:
+    """The judge subprocess of a plan, on the context's device (safe on a worker thread)."""
+    return judge(ctx.judging, plan.request, plan.work, plan.what)
+
+
+def _records(
+    ctx: LoopContext, plan: StagePlan, result: EvaluationResult, superseded_by: str | None = None
+) -> list[Record]:
+    slot = ctx.judging.slot_name if ctx.judging.runner.slot is not None else None
+    return evaluation_records(plan.job, plan.request, result, slot, superseded_by)
+
+
+def _label(ctx: LoopContext, step: int) -> str:
+    """How a result line starts: indented under its step in a serial run; with several
+    devices, results arrive out of order, so the line names its step and device."""
+    if ctx.judging.runner.slot is None:
+        return "  "
+    return f"  step {step} on {ctx.judging.slot_name}: "
+
+
+def plan_screen(ctx: LoopContext, state: SearchState, step: StepView) -> StagePlan:
+    """Correctness and a short paired timing against the parent on the screening configs."""
+    assert step.sha is not None
+    number = step.started.step
+    redirect = state.redirect if state.redirect and number <= state.redirect.until_step else None
+    configs = (
+        list(redirect.configs)
+        if redirect and redirect.configs
+        else list(ctx.config_set.screening_ids)
+    )
+    job = StageRequest(
+        step=number,
+        sha=step.sha,
+        stage=Stage.SCREEN,
+        arms=screen_arms(step.sha, step.started.parent_sha, state.frontier_sha),
+        config_ids=configs,
+        timing=ctx.settings.screen_timing or default_timing(ctx.device, "screen"),
+        config_weights=state.config_weights,
+    )
+    return plan_stage(ctx, job, state.frontier_sha, None)
+
+
+def record_screen(ctx: LoopContext, plan: StagePlan, result: EvaluationResult) -> None:
+    """The screen's evidence, and a verdict when it failed or is clearly slower than its
+    parent (the candidate then goes no further)."""
+    job = plan.job
+    label = _label(ctx, job.step)
+    records = _records(ctx, plan, result)
+    if result.outcome is not Outcome.PASSED:
+        records.append(failed_verdict(job.sha, job.step, Stage.SCREEN, result))
+        ctx.ledger.append_many(records)
+        problem = result.message.strip()[:300]
+        ctx.reporter.line(f"{label}screen: {result.outcome.value}: {problem}")
+        return
+    vs_parent = estimate(result.aggregate("parent"))
+    text = f"{vs_parent.describe()} vs parent" if vs_parent else "no timing"
+    vs_frontier = estimate(result.aggregate("frontier"))
+    text += f", {vs_frontier.describe()} vs frontier" if vs_frontier else ""
+    if vs_parent is not None and not screen_filter(vs_parent, ctx.noise_floor):
+        details = VerdictDetails(
+            step=job.step, success=False, vs_parent=ratio_dict(result.aggregate("parent"))
+        )
+        reason = f"screen: clearly slower than its parent ({text})"
+        records.append(verdict_record(job.sha, Verdict.REJECTED, reason, Stage.SCREEN, details))
+        ctx.ledger.append_many(records)
+        ctx.reporter.line(f"{label}screen: correct, {text}: rejected ({result.wall_s:.1f} s)")
+        return
+    ctx.ledger.append_many(records)
+    ctx.reporter.line(f"{label}screen: correct, {text} ({result.wall_s:.1f} s)")
+
+
+def screen_step(ctx: LoopContext, state: SearchState, step: StepView) -> None:
+    """Plan, judge and record the screen in one go (the serial loop)."""
+    plan = plan_screen(ctx, state, step)
+    record_screen(ctx, plan, run_plan(ctx, plan))
+
+
+@dataclass(frozen=True)
+class SweepJob:
+    """The full sweep of one candidate."""
+
+    step: int
+    sha: str
+    parent_sha: str | None
+
+    @property
+    def is_seed(self) -> bool:
+        """The seed has no parent: its sweep makes it the initial frontier."""
+        return self.parent_sha is None
+
+
+def decide(
+    ctx: LoopContext, state: SearchState, job: SweepJob, result: EvaluationResult
+) -> tuple[Decision, VerdictDetails, float | None]:
+    """Verdict, its details and the objective from a passed full sweep."""
+    per_config = []
+    speedups = {}
+    for config in result.configs:
+        medians = {t.arm: t.median_ns for t in config.timings}
+        per_config.append(
+            ConfigTiming(
+                config_id=config.config_id,
+                baseline_s=medians[BASELINE_ARM] / 1e9,
+                candidate_s=medians["candidate"] / 1e9,
+            )
+        )
+        base = next((r for r in config.ratios if r.other == BASELINE_ARM), None)
+        if base is not None:
+            speedups[config.config_id] = base.median
+    objective = compute_objective(per_config, ctx.objective_spec(state))
+    if job.is_seed:
+        reason = "seed candidate: the initial frontier"
+        decision = Decision(verdict=Verdict.PROMOTED, success=False, reason=reason)
+    else:
+        evidence = VerdictEvidence(
+            correct=True,
+            vs_parent=estimate(result.aggregate("parent")),
+            vs_frontier=estimate(result.aggregate("frontier")),
+            tainted=result.tainted,
+        )
+        decision = decide_verdict(evidence, ctx.noise_floor)
+    details = VerdictDetails(
+        step=job.step,
+        success=decision.success,
+        vs_parent=ratio_dict(result.aggregate("parent")),
+        vs_frontier=ratio_dict(result.aggregate("frontier")),
+        vs_baseline=ratio_dict(result.aggregate(BASELINE_ARM)),
+        frontier_before=state.frontier_sha,
+        per_config_speedup=speedups,
+        capped_configs=objective.capped_configs if objective else [],
+        objective_kind=ctx.settings.objective.value,
+        noise_floor=ctx.noise_floor,
+        taint=result.taint,
+    )
+    return decision, details, objective.value if objective else None
+
+
+def plan_sweep(ctx: LoopContext, state: SearchState, job: SweepJob) -> StagePlan:
+    """All configs, correctness then interleaved timing against parent, baseline and frontier
+    (and the previous frontier, when this sweep carries its verification)."""
+    view = state.steps.get(job.step)
+    attempt = (view.tainted_sweeps + view.superseded_sweeps) if view is not None else 0
+    arms = sweep_arms(job.sha, job.parent_sha, state.frontier_sha)
+    riding = riding_verification(ctx.settings, state, arms) if not job.is_seed else None
+    stage_job = StageRequest(
+        step=job.step,
+        sha=job.sha,
+        stage=Stage.SWEEP,
+        arms=arms,
+        config_ids=list(ctx.config_set.config_ids),
+        timing=ctx.settings.sweep_timing or default_timing(ctx.device, "sweep"),
+        config_weights=state.config_weights,
+        attempt=attempt,
+    )
+    return plan_stage(ctx, stage_job, state.frontier_sha, riding)
+
+
+def record_sweep(
+    ctx: LoopContext, state: SearchState, sweep: SweepJob, plan: StagePlan, result: EvaluationResult
+) -> Verdict | None:
+    """The evidence and the verdict in one transaction, decided on the state as it is now. A
+    tainted sweep, or one whose frontier was replaced while it ran (another device promoted),
+    is kept without a verdict and measured again (None); taint only up to
+    settings.taint_remeasures times."""
+    view = state.steps.get(sweep.step)
+    retried = view.tainted_sweeps if view is not None else 0
+    label = _label(ctx, sweep.step)
+    passed = result.outcome is Outcome.PASSED
+    if passed and not sweep.is_seed and state.frontier_sha != plan.frontier_sha:
+        ctx.ledger.append_many(_records(ctx, plan, result, superseded_by=state.frontier_sha))
+        ctx.reporter.line(
+            f"{label}sweep: the frontier became {str(state.frontier_sha)[:10]} "
+            "while it ran; measured again against it"
+        )
+        return None
+    records = _records(ctx, plan, result)
+    if passed and result.tainted and not sweep.is_seed and retried < ctx.settings.taint_remeasures:
+        ctx.ledger.append_many(records)  # the evidence is kept; the step measures again
+        ctx.reporter.line(tainted_line(result.taint, retried + 1, again=True))
+        return None
+    if not passed:
+        verdict = failed_verdict(sweep.sha, sweep.step, Stage.SWEEP, result)
+        records.append(verdict)
+        ctx.ledger.append_many(records)
+        problem = result.message.strip()[:300]
+        ctx.reporter.line(f"{label}sweep: {result.outcome.value}: {problem}")
+        return Verdict(verdict.verdict)
+    decision, details, objective = decide(ctx, state, sweep, result)
+    records.append(
+        verdict_record(
+            sweep.sha, decision.verdict, decision.reason, Stage.SWEEP, details, objective
+        )
+    )
+    arms = plan.job.arms
+    riders = replication_records(plan.riding, arms, result, ctx.noise_floor) if plan.riding else []
+    ctx.ledger.append_many([*records, *riders])
+    for rider in riders[:1]:
+        ctx.reporter.line(f"  verifier: {rider.payload['verdict']}: {rider.payload['reason']}")
+    shown = f"{objective:.3f}x over baseline" if objective is not None else "no objective"
+    ctx.reporter.line(
+        f"{label}sweep: {decision.verdict.value}: {decision.reason}; {shown} "
+        f"({result.wall_s:.1f} s)"
+    )
+    if result.tainted and not sweep.is_seed:
+        ctx.reporter.line(tainted_line(result.taint, retried + 1, again=False))
+    return decision.verdict
+
+
+def sweep_step(ctx: LoopContext, state: SearchState, job: SweepJob) -> Verdict | None:
+    """Plan, judge and record a full sweep in one go (the serial loop)."""
+    plan = plan_sweep(ctx, state, job)
+    return record_sweep(ctx, state, job, plan, run_plan(ctx, plan))

@@ -1,0 +1,1 @@
+"""Evaluation and expansion workers on other hosts (Ray): a room of its own."""
