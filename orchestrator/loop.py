@@ -59,6 +59,12 @@ def current_state(ctx: LoopContext) -> SearchState:
     return derive_state(ctx.ledger, _human_prior(ctx))
 
 
+def on_first_device(ctx: LoopContext) -> LoopContext:
+    """The context of the run's first device, for work outside the dispatcher (the seed's
+    sweep, a separate verification, feasibility): its judging and its own noise floor."""
+    return ctx.on_worker(ctx.workers[0]) if ctx.workers else ctx
+
+
 def ensure_seed(ctx: LoopContext, state: SearchState) -> SearchState:
     """Judge the seed once (static checks and full sweep): it becomes the first frontier."""
     assert state.seed_sha is not None
@@ -68,7 +74,7 @@ def ensure_seed(ctx: LoopContext, state: SearchState) -> SearchState:
             raise SeedFailedError(f"the seed candidate was judged {seed.verdict}: see the ledger")
         return state
     ctx.reporter.line(f"seed {seed.sha[:10]}: judging the reference in the candidate API")
-    verdict = sweep_step(ctx, state, SweepJob(step=0, sha=seed.sha, parent_sha=None))
+    verdict = sweep_step(on_first_device(ctx), state, SweepJob(0, seed.sha, None))
     if verdict is not Verdict.PROMOTED:
         raise SeedFailedError(
             f"the seed candidate failed the judge ({verdict}); the workload, its configs or the "
@@ -220,7 +226,7 @@ def _between_steps(ctx: LoopContext, state: SearchState) -> bool:
     pending = state.pending_verification() if ctx.settings.verify_frontier else None
     if pending is not None and separate:
         sha, against = pending
-        verify_frontier(ctx, sha, against, state.next_step)
+        verify_frontier(on_first_device(ctx), sha, against, state.next_step)
         return True
     if research_due(ctx, state):
         run_researcher(ctx, state)
@@ -233,11 +239,11 @@ def _before_stopping(ctx: LoopContext, state: SearchState) -> None:
     carried, and (once per frontier, its configs cost minutes each) feasibility."""
     pending = state.pending_verification() if ctx.settings.verify_frontier else None
     if pending is not None:
-        verify_frontier(ctx, pending[0], pending[1], state.next_step)
+        verify_frontier(on_first_device(ctx), pending[0], pending[1], state.next_step)
         state = current_state(ctx)
     due = feasibility_due(ctx, state)
     if due is not None:
-        check_feasibility(ctx, due)
+        check_feasibility(on_first_device(ctx), due)
 
 
 def _between_steps_due(ctx: LoopContext, state: SearchState) -> bool:

@@ -11,6 +11,7 @@ process: the actor starts the judge as the harness always does, a fresh subproce
 from __future__ import annotations
 
 import os
+import socket
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -112,6 +113,22 @@ def ray_options(slot: DeviceSlot) -> dict[str, Any]:
     return {"num_gpus": 1, "num_cpus": 0} if slot.kind == "cuda" else {"num_cpus": 1}
 
 
+def probe_address(address: str, timeout_s: float = 5.0) -> None:
+    """Fail fast, naming the fix, when nothing listens at HOST:PORT."""
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        raise RayClusterError(
+            f"--ray {address!r} is not HOST:PORT, auto or local; e.g. --ray 127.0.0.1:6379"
+        )
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout_s).close()
+    except OSError as exc:
+        raise RayClusterError(
+            f"cannot join the Ray cluster at {address!r}: nothing answers there ({exc}); start "
+            "one with `ray start --head --node-ip-address 127.0.0.1` or pass --ray local"
+        ) from exc
+
+
 class RemoteDevice:
     """The orchestrator's handle on one actor: judges a request there, as if here."""
 
@@ -146,6 +163,8 @@ class RayCluster:
     def __init__(self, address: str) -> None:
         import ray
 
+        if address not in ("local", "auto"):
+            probe_address(address)  # Ray itself retries an absent cluster for minutes
         try:
             if address == "local":
                 # A private cluster on this host, every service on loopback.
@@ -159,8 +178,12 @@ class RayCluster:
                 # A driver on a loopback cluster must say so, or Ray looks for its node
                 # under the host's outward address and never finds it.
                 loopback = address.split(":")[0] in ("127.0.0.1", "localhost")
-                extra = {"_node_ip_address": "127.0.0.1"} if loopback else {}
-                ray.init(address=address, log_to_driver=False, configure_logging=False, **extra)
+                ray.init(
+                    address=address,
+                    log_to_driver=False,
+                    configure_logging=False,
+                    _node_ip_address="127.0.0.1" if loopback else None,
+                )
         except (ConnectionError, RuntimeError, ValueError) as exc:
             raise RayClusterError(
                 f"cannot join the Ray cluster at {address!r}: {exc}; start one with "

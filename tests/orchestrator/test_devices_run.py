@@ -50,7 +50,7 @@ def test_each_device_has_its_own_noise_floor(run_dir: Path) -> None:
 def test_every_evaluation_names_its_device_and_both_devices_judged(run_dir: Path) -> None:
     with Ledger.open_path(run_dir / "ledger.sqlite", create=False) as ledger:
         evaluations = _evaluations(ledger)
-        devices_of = {}
+        devices_of: dict[str, set[object]] = {}
         for stored in ledger.measurements():
             devices_of.setdefault(stored.record.evaluation_id, set()).add(
                 stored.record.extra["device"]

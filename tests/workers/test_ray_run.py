@@ -73,7 +73,7 @@ def test_both_actors_judged_and_every_evaluation_names_its_worker(run_dir: Path)
         floors = [e.record.payload["device_slot"] for e in ledger.events("noise_floor")]
     slots = {e.device_slot for e in evaluations}
     assert len(slots) == 2 and all(str(s).startswith("ray") for s in slots), slots
-    assert sorted(floors) == sorted(slots)
+    assert sorted(map(str, floors)) == sorted(map(str, slots))
 
 
 def test_the_judge_files_came_back_and_the_commits_were_fetched(run_dir: Path) -> None:
