@@ -203,6 +203,7 @@ def main() -> None:
     args = parser.parse_args()
     arms = [Arm.parse(text) for text in (args.arm or ["0", "0,1"])]
     root = args.work or Path(tempfile.mkdtemp(prefix="device-slots-"))
+    root.mkdir(parents=True, exist_ok=True)
     results = [run_arm(arm, args, root) for arm in arms]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(render(results, args), encoding="utf-8")
