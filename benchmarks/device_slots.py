@@ -13,6 +13,7 @@ import argparse
 import os
 import platform
 import shlex
+import signal
 import subprocess
 import sys
 import tempfile
@@ -101,6 +102,21 @@ def stop_gpu_sampler(sampler: tuple[subprocess.Popen[bytes], Path] | None) -> Gp
     )
 
 
+def stop_at(proc: subprocess.Popen[bytes], hard_stop_s: float | None) -> None:
+    """Wait for the run; past hard_stop_s ask it to stop after its stage, 20 s later kill its
+    whole process group (the ledger keeps every closed step either way: kill -9 is safe)."""
+    try:
+        proc.wait(timeout=hard_stop_s)
+        return
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
 def run_arm(arm: Arm, args: argparse.Namespace, root: Path) -> ArmResult:
     """One `ratchet run` of the arm, then its ledger read back."""
     run_dir = root / (arm.devices or "serial").replace(",", "_") / f"x{arm.expanders}"
@@ -111,16 +127,17 @@ def run_arm(arm: Arm, args: argparse.Namespace, root: Path) -> ArmResult:
     command = shlex.join(["ratchet", *argv])
     print(f"arm {arm.label}: {command}", flush=True)
     started = time.monotonic()
-    env_lock = {"RATCHET_LOCK_DIR": str(root / "locks")}
+    env_lock = {"RATCHET_LOCK_DIR": str(args.lock_dir or root / "locks")}
     sampler = start_gpu_sampler(root / f"gpu-{run_dir.parent.name}-{arm.expanders}.csv", args)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "orchestrator.cli", *argv],
+        cwd=ROOT,
+        env={**os.environ, **env_lock},
+        stdout=subprocess.DEVNULL if not args.verbose else None,
+        start_new_session=True,
+    )
     try:
-        subprocess.run(
-            [sys.executable, "-m", "orchestrator.cli", *argv],
-            cwd=ROOT,
-            check=True,
-            env={**os.environ, **env_lock},
-            stdout=subprocess.DEVNULL if not args.verbose else None,
-        )
+        stop_at(proc, args.hard_stop_s)
     finally:
         gpu = stop_gpu_sampler(sampler)
     wall = time.monotonic() - started
@@ -200,6 +217,10 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "docs/results/device-slots.md")
     parser.add_argument("--work", type=Path, default=None, help="where the run dirs go")
     parser.add_argument("--verbose", action="store_true")
+    parser.add_argument("--lock-dir", type=Path, default=None, help="device locks (shared)")
+    parser.add_argument(
+        "--hard-stop-s", type=float, default=None, help="stop an arm's run after this long"
+    )
     args = parser.parse_args()
     arms = [Arm.parse(text) for text in (args.arm or ["0", "0,1"])]
     root = args.work or Path(tempfile.mkdtemp(prefix="device-slots-"))
