@@ -246,6 +246,22 @@ def _before_stopping(ctx: LoopContext, state: SearchState) -> None:
         check_feasibility(on_first_device(ctx), due)
 
 
+class StateCache:
+    """The state as the ledger says it is now, derived again only when the ledger's head
+    moved (the loop looks every half second while judges run; a derivation reads it all)."""
+
+    def __init__(self, ctx: LoopContext) -> None:
+        self.ctx = ctx
+        self.head: tuple[int, str] | None = None
+        self.state: SearchState | None = None
+
+    def __call__(self) -> SearchState:
+        head = self.ctx.ledger.head()
+        if self.state is None or head != self.head:
+            self.state, self.head = current_state(self.ctx), head
+        return self.state
+
+
 def _between_steps_due(ctx: LoopContext, state: SearchState) -> bool:
     """Verifier or researcher work waits to run (it needs the pipeline drained)."""
     separate = ctx.settings.verification is VerificationMode.SEPARATE
@@ -257,10 +273,11 @@ def _search(ctx: LoopContext, stop: StopSignal, invocation: Invocation) -> tuple
     """Steps until a budget ends or a stop is asked for: open steps advance on free devices
     and expanders, new ones start while the pipeline has room; (reason, steps closed)."""
     dispatcher = Dispatcher(ctx, list(ctx.workers) or [DeviceWorker(ctx.judging, ctx.noise_floor)])
-    closed_before = sum(step.closed for step in current_state(ctx).steps.values())
+    state_now = StateCache(ctx)
+    closed_before = sum(step.closed for step in state_now().steps.values())
     reason = "budget"
     while True:
-        state = current_state(ctx)
+        state = state_now()
         if not stop.requested and dispatcher.dispatch(state):
             continue
         idle = not dispatcher.running and not state.open_steps
@@ -285,8 +302,8 @@ def _search(ctx: LoopContext, stop: StopSignal, invocation: Invocation) -> tuple
             if stop_reason is not None:
                 reason = stop_reason
                 break
-        dispatcher.collect(lambda: current_state(ctx))
-    closed = sum(step.closed for step in current_state(ctx).steps.values())
+        dispatcher.collect(state_now)
+    closed = sum(step.closed for step in state_now().steps.values())
     return reason, closed - closed_before
 
 

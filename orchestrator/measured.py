@@ -259,7 +259,10 @@ def record_sweep(
         )
     )
     arms = plan.job.arms
-    riders = replication_records(plan.riding, arms, result, ctx.noise_floor) if plan.riding else []
+    # Two sweeps in flight may both have planned to carry the frontier's verification: the
+    # first to finish records it, the others' would only repeat it.
+    riding = plan.riding if plan.riding and state.pending_verification() == plan.riding else None
+    riders = replication_records(riding, arms, result, ctx.noise_floor) if riding else []
     ctx.ledger.append_many([*records, *riders])
     for rider in riders[:1]:
         ctx.reporter.line(f"  verifier: {rider.payload['verdict']}: {rider.payload['reason']}")

@@ -47,19 +47,39 @@ def _ratio(ratios: list[dict[str, object]], other: str) -> Score | None:
     return None
 
 
-def _read(ledger: Ledger) -> tuple[Edges, dict[str, set[str]]]:
-    """Paired ratios between arms of every untainted evaluation, and where each judged
-    candidate was correct (an arm's speed says nothing of its correctness)."""
+def _summaries(ledger: Ledger) -> list[EvaluationSummary]:
+    return [
+        EvaluationSummary.model_validate(stored.record.payload)
+        for stored in ledger.events(EventKind.EVALUATION)
+    ]
+
+
+def busiest_device(summaries: list[EvaluationSummary]) -> str | None:
+    """The device that measured most (None: the run's one device, recorded without a slot)."""
+    counts: dict[str | None, int] = {}
+    for summary in summaries:
+        counts[summary.device_slot] = counts.get(summary.device_slot, 0) + 1
+    return max(counts, key=lambda slot: counts[slot]) if counts else None
+
+
+def _read(summaries: list[EvaluationSummary]) -> tuple[Edges, dict[str, set[str]]]:
+    """Paired ratios between arms of every untainted evaluation of one device (a chain of
+    ratios never mixes devices), and where each judged candidate was correct (an arm's
+    speed says nothing of its correctness)."""
     edges: Edges = {}
     correct: dict[str, set[str]] = {}
-    for stored in ledger.events(EventKind.EVALUATION):
-        summary = EvaluationSummary.model_validate(stored.record.payload)
+    device = busiest_device(summaries)
+    for summary in summaries:
         if summary.taint or summary.outcome not in MEASURED_OUTCOMES:
+            continue
+        for config in summary.configs:
+            if config.correct:
+                correct.setdefault(summary.sha, set()).add(config.config_id)
+        if summary.device_slot != device:
             continue
         for config in summary.configs:
             if not config.correct:
                 continue
-            correct.setdefault(summary.sha, set()).add(config.config_id)
             graph = edges.setdefault(config.config_id, {})
             for arm, other_sha in summary.arms.items():
                 ratio = _ratio(config.ratios, arm) if arm != "candidate" else None
@@ -91,8 +111,9 @@ def measured_scores(ledger: Ledger, anchor: str) -> dict[str, dict[str, Score]]:
     """Speedup over the baseline per candidate and config where it was judged correct: its
     paired ratios chained to the anchor (screens and sweeps, untainted), times the anchor's
     own paired ratio to the baseline. Every variant is thereby read against the same
-    baseline measurement, not each against its own sweep's."""
-    edges, correct = _read(ledger)
+    baseline measurement, not each against its own sweep's, and on one device (the one that
+    measured most: variants only another device measured are not scored)."""
+    edges, correct = _read(_summaries(ledger))
     scores: dict[str, dict[str, Score]] = {}
     for config, graph in edges.items():
         relative = _chained(graph, anchor)

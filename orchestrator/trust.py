@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+
+import git
 
 from harness.models import DeviceSlot
 from kernels.workload import ConfigSet
-from ledger import Ledger
+from ledger import Ledger, Record
 from orchestrator.calibration import (
     DeviceNoRun,
     FloorKey,
@@ -20,7 +23,7 @@ from orchestrator.evaluation import Judging
 from orchestrator.events import EventKind
 from orchestrator.settings import Settings, default_timing
 from orchestrator.stages import DeviceWorker, Reporter
-from orchestrator.state import derive_state
+from orchestrator.state import SearchState, derive_state
 
 
 class DeviceUntrustedError(RuntimeError):
@@ -35,8 +38,30 @@ def trust_devices(
     reporter: Reporter,
 ) -> list[DeviceWorker]:
     """One worker per device, each qualified and with its own noise floor, measured once per
-    run (or reused from an earlier run)."""
-    return [trust_device(ledger, j, settings, config_set, reporter) for j in judgings]
+    run (or reused from an earlier run). Devices are measured at once, each on itself; what
+    they measured is recorded here, in device order."""
+    state = derive_state(ledger)
+    if len(judgings) == 1:
+        return [
+            record_trust(ledger, measure_trust(judgings[0], state, settings, config_set), reporter)
+        ]
+    with ThreadPoolExecutor(max_workers=len(judgings), thread_name_prefix="ratchet-trust") as pool:
+        # Each thread its own repository handle: GitPython's are not shared across threads.
+        own = [replace(j, repo=git.Repo(j.repo.git_dir)) if j.repo else j for j in judgings]
+        futures = [pool.submit(measure_trust, j, state, settings, config_set) for j in own]
+        measured = [future.result() for future in futures]
+    seen: set[tuple[str, str]] = set()  # CPU slots share one fingerprint: record it once
+    for index, one in enumerate(measured):
+        fresh = [r for r in one.records if _record_key(r) not in seen]
+        seen.update(_record_key(r) for r in one.records)
+        measured[index] = replace(one, records=fresh)
+    return [record_trust(ledger, m, reporter) for m in measured]
+
+
+def _record_key(record: Record) -> tuple[str, str]:
+    payload = getattr(record, "payload", {})
+    fingerprint = getattr(record, "fingerprint_id", None) or payload.get("fingerprint_id", "")
+    return type(record).__name__ + getattr(record, "kind", ""), str(fingerprint)
 
 
 def slot_judgings(judging: Judging, slots: list[DeviceSlot]) -> list[Judging]:
@@ -46,37 +71,64 @@ def slot_judgings(judging: Judging, slots: list[DeviceSlot]) -> list[Judging]:
     return [replace(judging, runner=judging.runner.model_copy(update={"slot": s})) for s in slots]
 
 
-def trust_device(
-    ledger: Ledger, judging: Judging, settings: Settings, config_set: ConfigSet, reporter: Reporter
-) -> DeviceWorker:
-    """Qualify the device (a no-run event if it cannot be) and calibrate the A/A noise floor
-    of this config set on it once; the worker carries the measured peaks and the floor."""
-    state = derive_state(ledger)
+@dataclass(frozen=True)
+class TrustMeasured:
+    """What qualifying and calibrating one device found, not yet in the ledger."""
+
+    judging: Judging
+    records: list[Record]
+    floor: float | None
+    calibrated: NoiseFloorCalibrated | None
+    failure: str | None = None
+
+
+def measure_trust(
+    judging: Judging, state: SearchState, settings: Settings, config_set: ConfigSet
+) -> TrustMeasured:
+    """Qualify the device and calibrate its A/A noise floor unless the run already has it
+    (safe on a thread of its own: nothing is written to the ledger here)."""
     slot = judging.runner.slot.name if judging.runner.slot is not None else None
     try:
-        peaks, records = qualify(judging)
+        peaks, qualified = qualify(judging)
     except NotQualifiedError as exc:
-        no_run = DeviceNoRun(device=judging.slot_name, message=str(exc))
-        ledger.append(no_run.to_event(EventKind.DEVICE_NO_RUN))
-        raise DeviceUntrustedError(f"{exc}; a no-run was recorded in the ledger") from exc
-    fingerprint_id = records[0].fingerprint_id
+        return TrustMeasured(judging, [], None, None, failure=str(exc))
+    fingerprint_id = qualified[0].fingerprint_id
     known = state.qualification
+    records: list[Record] = []
     if known is None or known.get("fingerprint_id") != fingerprint_id:
-        ledger.append_many(records)
+        records.extend(qualified)
     judging = replace(judging, device_peaks=peaks)
     floor = state.noise_floor(config_set.name, fingerprint_id, slot)
-    if floor is None:
-        assert state.seed_sha is not None
-        calibrated = noise_floor(judging, settings, config_set, fingerprint_id, state.seed_sha)
-        ledger.append(calibrated.to_event(EventKind.NOISE_FLOOR))
+    if floor is not None:
+        return TrustMeasured(judging, records, floor, None)
+    assert state.seed_sha is not None
+    calibrated = noise_floor(judging, settings, config_set, fingerprint_id, state.seed_sha)
+    return TrustMeasured(judging, records, calibrated.floor, calibrated)
+
+
+def record_trust(ledger: Ledger, measured: TrustMeasured, reporter: Reporter) -> DeviceWorker:
+    """The qualification and the calibration into the ledger (a no-run if the device could
+    not be qualified); the device's worker."""
+    judging = measured.judging
+    if measured.failure is not None:
+        no_run = DeviceNoRun(device=judging.slot_name, message=measured.failure)
+        ledger.append(no_run.to_event(EventKind.DEVICE_NO_RUN))
+        raise DeviceUntrustedError(f"{measured.failure}; a no-run was recorded in the ledger")
+    records = list(measured.records)
+    calibrated = measured.calibrated
+    if calibrated is not None:
+        records.append(calibrated.to_event(EventKind.NOISE_FLOOR))
+    if records:
+        ledger.append_many(records)
+    if calibrated is not None:
         classes = ", ".join(f"{k} {v:.2%}" for k, v in calibrated.classes.items())
         origin = f", reused from {calibrated.reused_from}" if calibrated.reused_from else ""
-        where = f" on {slot}" if slot else ""
+        where = f" on {calibrated.device_slot}" if calibrated.device_slot else ""
         reporter.line(
             f"noise floor{where} {calibrated.floor:.2%} (A/A by class: {classes}{origin})"
         )
-        floor = calibrated.floor
-    return DeviceWorker(judging=judging, noise_floor=floor)
+    assert measured.floor is not None
+    return DeviceWorker(judging=judging, noise_floor=measured.floor)
 
 
 def noise_floor(

@@ -106,3 +106,24 @@ def test_scores_chain_paired_ratios_to_the_anchor(ledger: Ledger) -> None:
 def test_without_a_path_to_the_baseline_there_is_no_score(ledger: Ledger) -> None:
     # Anchored on a commit never measured: nothing can be read on its footing.
     assert measured_scores(ledger, anchor="c" * 40) == {}
+
+
+def test_a_chain_of_ratios_never_crosses_devices(tmp_path: Path) -> None:
+    ledger = Ledger.open_path(tmp_path / "devices.sqlite")
+    baseline = {"baseline": "reference"}
+    on = {"device_slot": "cuda:0"}
+    events = [
+        summary(F, Stage.SWEEP, baseline, {"c1": [ratio("baseline", 3.0)]}).model_copy(update=on),
+        summary(
+            X, Stage.SWEEP, {"parent": F, **baseline}, {"c1": [ratio("parent", 1.2)]}
+        ).model_copy(update=on),
+        # Y was only measured on the other GPU: its 2x against X cannot join cuda:0's chain.
+        summary(Y, Stage.SCREEN, {"parent": X}, {"c1": [ratio("parent", 2.0)]}).model_copy(
+            update={"device_slot": "cuda:1"}
+        ),
+    ]
+    ledger.append_many([e.to_event(EventKind.EVALUATION) for e in events])
+    scores = measured_scores(ledger, anchor=F)
+    assert scores[X]["c1"].median == pytest.approx(3.6)
+    assert Y not in scores
+    ledger.close()
