@@ -345,8 +345,10 @@ def report(rows: list[Row], machine_lines: list[str]) -> str:
         "triggers; on SQLite also `quick_check` of every page).",
         "",
         "A single-record append costs two fsyncs (the database's commit, then the head journal "
-        "written after it) and, on PostgreSQL, 8 round trips to the server (pool ping, BEGIN, "
-        "advisory lock, head, unique-key lookup, two inserts, COMMIT); the `(disk)` row is this "
+        "written after it) and, on PostgreSQL, 2 round trips to the server, each a psycopg "
+        "pipeline (BEGIN, advisory lock and head read; then the two inserts and COMMIT: no pool "
+        "ping, unique keys checked by the index tables' constraints; "
+        "`tests/ledger/test_pg_append.py` counts them); the `(disk)` row is this "
         "disk's own fsync rate during the run. This VM is shared with other jobs: its fsync "
         "latency moves between about 0.05 and 1 ms from one minute to the next, so rates of "
         "single appends move with it (the range column); batched appends and verify do not.",

@@ -41,6 +41,9 @@ BUSY_TIMEOUT_MS: Final = 60_000
 SQLITE_CORRUPT: Final = 11
 # Execution option marking a connection whose transactions must hold the write lock from BEGIN.
 WRITE_OPTION: Final = "ratchet_ledger_write"
+# Key of a pooled PostgreSQL connection's info: set once it was returned to the pool, where
+# the server may have dropped it (a connection opened for the call has no such past).
+POOLED_INFO: Final = "ratchet_ledger_pooled"
 
 
 def describe(url: URL | str) -> str:
@@ -102,15 +105,15 @@ def make_engine(url: URL | str) -> Engine:
     elif backend == "postgresql":
         url = postgres.normalized_url(url)
         # Readers get one snapshot for all the statements of a query or a verify; appenders
-        # switch to READ COMMITTED (write_transaction) so that the head they read after the
-        # append lock is the latest committed one. pre_ping: a server restarted during a long
-        # run costs a reconnect, not an error.
+        # switch to READ COMMITTED (write_transaction, pg_append) so that the head they read
+        # after the append lock is the latest committed one. No pre-ping: it would cost every
+        # call a round trip. A connection that died in the pool (a server restarted during a
+        # long run) fails its call's first round trip instead, before anything was written,
+        # and the call is made again on a new connection (Ledger._read, pg_append.append).
         engine = create_engine(
-            url,
-            isolation_level="REPEATABLE READ",
-            pool_pre_ping=True,
-            connect_args=postgres.connect_args(url),
+            url, isolation_level="REPEATABLE READ", connect_args=postgres.connect_args(url)
         )
+        event.listen(engine, "checkin", _on_postgres_checkin)
     else:
         raise LedgerError(
             f"cannot open ledger {describe(url)}: backend {backend!r} is not supported; use "
@@ -118,6 +121,12 @@ def make_engine(url: URL | str) -> Engine:
         )
     event.listen(engine, "handle_error", _translate_error)
     return engine
+
+
+def _on_postgres_checkin(_dbapi_connection: Any, record: Any) -> None:
+    # From now on the server may drop this connection while it waits in the pool.
+    if record is not None:
+        record.info[POOLED_INFO] = True
 
 
 def _on_sqlite_connect(dbapi_connection: Any, _connection_record: Any) -> None:
@@ -170,7 +179,7 @@ def _translate_error(context: ExceptionContext) -> BaseException | None:
         )
     # No connection yet: connecting failed. is_disconnect: the server went away mid-query.
     lost = context.connection is None or context.is_disconnect
-    if context.dialect.name == "postgresql" and lost and not context.is_pre_ping:
+    if context.dialect.name == "postgresql" and lost:
         return _unavailable(context, url)
     damage = _damage(original)
     if damage is not None:
@@ -185,9 +194,17 @@ def _translate_error(context: ExceptionContext) -> BaseException | None:
 def _unavailable(context: ExceptionContext, url: URL | None) -> LedgerUnavailableError | None:
     if not isinstance(context.sqlalchemy_exception, OperationalError):
         return None
+    connected = context.connection is not None
+    return unavailable_error(url, context.original_exception, connected)
+
+
+def unavailable_error(
+    url: URL | None, original: BaseException, connected: bool
+) -> LedgerUnavailableError:
+    """The error for a server that refused a connection (connected=False) or dropped one."""
     where = "the ledger database" if url is None else f"the ledger database {describe(url)}"
-    what = "cannot connect to" if context.connection is None else "lost the connection to"
-    reason = _without_password(driver_reason(context.original_exception), url)
+    what = "lost the connection to" if connected else "cannot connect to"
+    reason = _without_password(driver_reason(original), url)
     return LedgerUnavailableError(
         f"{what} {where}: {reason}; {_connect_fix(reason)} (the URL comes from --ledger or "
         "the settings file's `ledger`)"

@@ -13,6 +13,9 @@ from ledger.errors import LedgerError
 # sha256("ratchet-ledger append"), signed). Advisory locks are per database, so two ledgers in
 # two databases never wait for each other.
 APPEND_LOCK_KEY: Final = 0x394401561A4F0E17
+# The driver's own placeholder: the lock is taken through exec_driver_sql and, on the
+# pipelined append path (ledger/pg_append.py), through psycopg itself.
+APPEND_LOCK_SQL: Final = "SELECT pg_advisory_xact_lock(%s)"
 REFUSE_FUNCTION: Final = "ratchet_ledger_refuse_change"
 # The body of the trigger function, compared character for character by verify. No '%'
 # placeholders: the driver would take them for its own parameters.
@@ -52,7 +55,7 @@ def connect_args(url: URL) -> dict[str, Any]:
 def lock_for_append(connection: Connection) -> None:
     """Wait for the ledger's append lock; held until this transaction commits or rolls back,
     so the head read after it is the head every other writer left."""
-    connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": APPEND_LOCK_KEY})
+    connection.exec_driver_sql(APPEND_LOCK_SQL, (APPEND_LOCK_KEY,))
 
 
 def trigger_name(target: Table | str) -> str:

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
 from types import TracebackType
@@ -13,6 +12,7 @@ from typing import Any, Self, TypeVar
 from sqlalchemy import ColumnElement, Connection, Engine, Row, func, select
 from sqlalchemy.engine import URL, make_url
 
+from ledger import pg_append
 from ledger.anchor import (
     AnchorFiles,
     Anchoring,
@@ -23,6 +23,7 @@ from ledger.anchor import (
 )
 from ledger.audit import audit, gather
 from ledger.db import (
+    POOLED_INFO,
     check_location,
     describe,
     make_engine,
@@ -30,7 +31,7 @@ from ledger.db import (
     sqlite_file,
     write_transaction,
 )
-from ledger.errors import CorruptLedgerError, LedgerError
+from ledger.errors import CorruptLedgerError, LedgerError, LedgerUnavailableError
 from ledger.journal import append_head
 from ledger.models import (
     CandidateRow,
@@ -56,7 +57,7 @@ from ledger.records import (
     StoredVerdict,
     VerifyReport,
 )
-from ledger.writer import link, prepare, read_head
+from ledger.writer import Linked, Pending, link, prepare, read_head
 
 StoredT = TypeVar("StoredT", bound=Stored[Any])
 T = TypeVar("T")
@@ -147,8 +148,7 @@ class Ledger:
         batch = [prepare(record) for record in records]
         if not batch:
             return []
-        with write_transaction(self._require_engine()) as connection:
-            linked = link(connection, batch)
+        linked = self._link(batch)
         # After the commit, never before: a crash leaves the journal behind, not ahead.
         files = self._anchoring.files
         if files is not None and linked.added:
@@ -210,14 +210,12 @@ class Ledger:
         statement = select(entries).where(entries.c.seq > after_seq).order_by(entries.c.seq)
         if limit is not None:
             statement = statement.limit(limit)
-        with self._reading() as connection:
-            rows = connection.execute(statement).all()
+        rows = self._read(lambda connection: connection.execute(statement).all())
         return self._decoded(rows, _ledger_entry)
 
     def head(self) -> tuple[int, str]:
         """Seq and hash of the last entry; (0, '0'*64) when the ledger is empty."""
-        with self._reading() as connection:
-            return read_head(connection)
+        return self._read(read_head)
 
     def count(self, kind: EntryKind | None = None) -> int:
         """Number of entries, optionally of one kind."""
@@ -225,8 +223,7 @@ class Ledger:
         statement = select(func.count()).select_from(entries)
         if kind is not None:
             statement = statement.where(entries.c.kind == EntryKind(kind).value)
-        with self._reading() as connection:
-            return int(connection.execute(statement).scalar_one())
+        return self._read(lambda connection: int(connection.execute(statement).scalar_one()))
 
     def verify(self, expect: ExpectedHead | None = None) -> VerifyReport:
         """Check the whole file, recompute the whole chain, cross-check the index tables and
@@ -250,18 +247,37 @@ class Ledger:
 
     def _audit(self, expect: ExpectedHead | None, incremental: bool) -> VerifyReport:
         inputs = gather(self._anchoring, incremental)  # before the snapshot, never after
-        with self._reading() as connection:
-            report, checkpoint = audit(connection, inputs, expect)
+        report, checkpoint = self._read(lambda connection: audit(connection, inputs, expect))
         files = self._anchoring.files
         if files is not None and checkpoint is not None:
             save_checkpoint(files.checkpoint, checkpoint)
         return report
 
-    @contextmanager
-    def _reading(self) -> Iterator[Connection]:
-        # One deferred transaction per query: a consistent snapshot that never blocks writers.
-        with self._require_engine().connect() as connection:
-            yield connection
+    def _link(self, batch: list[Pending]) -> Linked:
+        """Write batch after the head, under the write lock, in one transaction."""
+        engine = self._require_engine()
+        if engine.dialect.name == "postgresql" and pg_append.supported():
+            linked = pg_append.append(engine, batch)
+            if linked is not None:
+                return linked
+            # A unique key is taken, and nothing was written: the lookups below name it.
+        # SQLite; PostgreSQL through an older libpq: one statement per round trip.
+        with write_transaction(engine) as connection:
+            return link(connection, batch)
+
+    def _read(self, work: Callable[[Connection], T]) -> T:
+        """work's result, run in one deferred transaction: a consistent snapshot that never
+        blocks writers. A pooled connection the server dropped (a restart) fails work;
+        SQLAlchemy then discards the pool's connections, and work (a read) runs again once."""
+        engine = self._require_engine()
+        while True:
+            with engine.connect() as connection:
+                was_pooled = bool(connection.connection.info.get(POOLED_INFO))
+                try:
+                    return work(connection)
+                except LedgerUnavailableError:
+                    if not (was_pooled and connection.invalidated):
+                        raise
 
     def _stored(
         self,
@@ -276,8 +292,7 @@ class Ledger:
             .where(*conditions)
             .order_by(entries.c.seq)
         )
-        with self._reading() as connection:
-            rows = connection.execute(statement).all()
+        rows = self._read(lambda connection: connection.execute(statement).all())
         return self._decoded(rows, partial(_stored_record, stored_type))
 
     def _decoded(self, rows: Sequence[Any], build: Callable[[Any], T]) -> list[T]:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any, NamedTuple
 
 from sqlalchemy import Connection, Select, bindparam, insert, select
@@ -66,7 +67,7 @@ def read_head(connection: Connection) -> tuple[int, str]:
 
 
 class Linked(NamedTuple):
-    """What link() did: the seq of every record, and the head after it."""
+    """What appending a batch did: the seq of every record, and the head after it."""
 
     seqs: list[int]
     head_seq: int
@@ -74,17 +75,42 @@ class Linked(NamedTuple):
     added: int  # entries written (stored fingerprints are reused, not written)
 
 
+class Planned(NamedTuple):
+    """The rows that chain a batch after a head, and what writing them does."""
+
+    entry_rows: list[dict[str, Any]]
+    index_rows: dict[EntryKind, list[dict[str, Any]]]
+    linked: Linked
+
+
 def link(connection: Connection, batch: Sequence[Pending]) -> Linked:
     """Chain every pending record after the current head; the caller holds the write lock."""
-    seq, head_hash = read_head(connection)
-    known: dict[UniqueKey, int] = {}
     lookups: dict[str, Select[int]] = {}
+    planned = plan(batch, read_head(connection), partial(_stored_seq, connection, lookups))
+    # Entries first: every index row references its entry.
+    if planned.entry_rows:
+        connection.execute(insert(table(Entry)), planned.entry_rows)
+    for kind, rows in planned.index_rows.items():
+        connection.execute(insert(index_table(kind)), rows)
+    return planned.linked
+
+
+def plan(
+    batch: Sequence[Pending], head: tuple[int, str], stored: Callable[[UniqueKey], int | None]
+) -> Planned:
+    """The rows linking every pending record after head (seq, hash); stored(key) is the seq
+    the database holds under a unique key. A key repeated within the batch or already stored
+    raises DuplicateRecordError, except a fingerprint's: its stored entry is reused."""
+    seq, head_hash = head
+    known: dict[UniqueKey, int] = {}
     entry_rows: list[dict[str, Any]] = []
     index_rows: dict[EntryKind, list[dict[str, Any]]] = {}
     seqs: list[int] = []
     for item in batch:
         key = unique_key(item.record)
-        existing = None if key is None else _find(connection, key, known, lookups)
+        existing = None
+        if key is not None:
+            existing = known[key] if key in known else stored(key)
         if existing is not None:
             if item.kind is not EntryKind.FINGERPRINT:
                 raise duplicate_error(item.record, existing)
@@ -109,12 +135,7 @@ def link(connection: Connection, batch: Sequence[Pending]) -> Linked:
         if key is not None:
             known[key] = seq
         seqs.append(seq)
-    # Entries first: every index row references its entry.
-    if entry_rows:
-        connection.execute(insert(table(Entry)), entry_rows)
-    for kind, rows in index_rows.items():
-        connection.execute(insert(index_table(kind)), rows)
-    return Linked(seqs, seq, head_hash, len(entry_rows))
+    return Planned(entry_rows, index_rows, Linked(seqs, seq, head_hash, len(entry_rows)))
 
 
 def unique_key(record: Record) -> UniqueKey | None:
@@ -153,15 +174,10 @@ def duplicate_error(record: Record, seq: int) -> DuplicateRecordError:
     )
 
 
-def _find(
-    connection: Connection,
-    key: UniqueKey,
-    known: dict[UniqueKey, int],
-    lookups: dict[str, Select[int]],
+def _stored_seq(
+    connection: Connection, lookups: dict[str, Select[int]], key: UniqueKey
 ) -> int | None:
-    """Seq already holding key: earlier in this batch, else in the database."""
-    if key in known:
-        return known[key]
+    """Seq the database holds under key, if any."""
     kind, *values = key
     if kind not in lookups:
         # Built once per batch: constructing SQLAlchemy statements costs more than running them.

@@ -227,7 +227,8 @@ def test_without_the_append_lock_two_writers_collide(
     pg_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The guard must be seen to matter: both read head 0 and write seq 1; the second fails.
-    monkeypatch.setattr(ledger.postgres, "lock_for_append", lambda connection: None)
+    # Both append paths (writer.link's and pg_append's) take the lock through this statement.
+    monkeypatch.setattr(ledger.postgres, "APPEND_LOCK_SQL", "SELECT %s")
     outcome = race(pg_url)
     assert outcome.lock_free
     assert outcome.error is not None and "duplicate key" in str(outcome.error)
