@@ -12,7 +12,6 @@ from typing import Any, Self, TypeVar
 from sqlalchemy import ColumnElement, Connection, Engine, Row, func, select
 from sqlalchemy.engine import URL, make_url
 
-from ledger import pg_append
 from ledger.anchor import (
     AnchorFiles,
     Anchoring,
@@ -256,11 +255,15 @@ class Ledger:
     def _link(self, batch: list[Pending]) -> Linked:
         """Write batch after the head, under the write lock, in one transaction."""
         engine = self._require_engine()
-        if engine.dialect.name == "postgresql" and pg_append.supported():
-            linked = pg_append.append(engine, batch)
-            if linked is not None:
-                return linked
-            # A unique key is taken, and nothing was written: the lookups below name it.
+        if engine.dialect.name == "postgresql":
+            # Imported here: a SQLite-only host (a GPU box with torch alone) has no psycopg.
+            from ledger import pg_append
+
+            if pg_append.supported():
+                linked = pg_append.append(engine, batch)
+                if linked is not None:
+                    return linked
+                # A unique key is taken, and nothing was written: the lookups below name it.
         # SQLite; PostgreSQL through an older libpq: one statement per round trip.
         with write_transaction(engine) as connection:
             return link(connection, batch)

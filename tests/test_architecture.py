@@ -169,3 +169,24 @@ def test_the_ray_check_can_fail(tmp_path: Path) -> None:
         (tmp_path / name).write_text(text)
     found = ray_importers(tmp_path, [tmp_path / name for name in files])
     assert found == ["harness/x.py", "orchestrator/y.py"]
+
+
+def test_a_sqlite_ledger_needs_no_postgresql_driver(tmp_path: Path) -> None:
+    # GPU hosts may carry torch and little else: the embedded ledger must not import psycopg.
+    import subprocess
+
+    code = (
+        "import builtins, sys\n"
+        "real = builtins.__import__\n"
+        "def guard(name, *args, **kwargs):\n"
+        "    if name.split('.')[0] == 'psycopg':\n"
+        "        raise ImportError('psycopg is not installed here')\n"
+        "    return real(name, *args, **kwargs)\n"
+        "builtins.__import__ = guard\n"
+        "from ledger import EventRecord, Ledger\n"
+        "import orchestrator.cli\n"
+        f"with Ledger.open_path({str(tmp_path / 'l.sqlite')!r}) as ledger:\n"
+        "    ledger.append(EventRecord(kind='probe', payload={}))\n"
+        "assert 'psycopg' not in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
