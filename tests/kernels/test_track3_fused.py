@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import cast
 
 import pytest
 
@@ -30,6 +31,12 @@ seed = load_candidate(track3_workload().seed_entry(), "fused_seed")
 fused = sys.modules["fused_seed.fused"]
 tol = track3_workload().tolerance
 rows = []
+split_blocks = []
+run_split = fused.split_layer
+def counted_split(meta, args):  # which launches fused_boundary=split made, with what blocks
+    split_blocks.append(meta["blocks"])
+    run_split(meta, args)
+fused.split_layer = counted_split
 for config_id, precision, padding, block_rows, *changes in json.loads(sys.argv[1]):
     config = CONFIGS[config_id].model_copy(update=changes[0] if changes else {})
     reference = build_reference_model(config, device="cpu", seed=1234)
@@ -43,8 +50,16 @@ for config_id, precision, padding, block_rows, *changes in json.loads(sys.argv[1
         want = reference(x, valid_token_mask=mask)
         got = fused.fused_forward(model, model._packs(), x, mask)
     failed, max_abs = count_failures(got, want, tol)
-    rows.append({"failed": failed, "max_abs": max_abs, "fits": fused.fused_fits(model, x),
-                 "padded_rows_zero": bool((got[~mask] == 0).all()) if mask is not None else None})
+    row = {"failed": failed, "max_abs": max_abs, "fits": fused.fused_fits(model, x),
+           "padded_rows_zero": bool((got[~mask] == 0).all()) if mask is not None else None}
+    if tunables.get("fused_boundary") == "split":  # and the same inputs through one kernel
+        row["split_blocks"], split_blocks[:] = list(split_blocks), []
+        row["layers"] = len(model.layers)
+        model.tunables["fused_boundary"] = "layer"
+        with torch.no_grad():
+            whole = fused.fused_forward(model, model._packs(), x, mask)
+        row["max_abs_vs_layer"] = float((got - whole).abs().max())
+    rows.append(row)
 print(json.dumps(rows))
 """
 
@@ -161,3 +176,45 @@ def test_packs_follow_the_operand_tunables_whatever_the_torch_path_precision() -
             CONFIGS["cpu-3"], {"fused_kernel": "triton", name: "fp32_ieee"}
         )
         assert model._packs()[1].dtype == packed, name
+
+
+SPLIT = {"fused_boundary": "split"}
+
+
+def assert_split_matches(cases: list[Case], rows: list[dict[str, object]]) -> None:
+    """Each split case passed the gate, matched the one-kernel layer on the same inputs and
+    went through split_layer once per layer. The interpreter runs both schedules' operations in
+    the same order, so they agree to the bit; compiled for the H200 they differed by up to
+    6e-4 with fp16 operands (1e-6 with fp32 IEEE ones), both inside the gate."""
+    for case, row in zip(cases, rows, strict=True):
+        assert row["fits"], case
+        assert row["failed"] == 0, (case, row)
+        assert row["padded_rows_zero"] in (None, True), case
+        assert row["max_abs_vs_layer"] == 0.0, (case, row)
+        assert len(cast(list[object], row["split_blocks"])) == row["layers"], (case, row)
+
+
+def test_split_boundary_matches_the_layer_kernel_and_the_reference() -> None:
+    # The odd shape (3 heads padded to 4, width 96, FFN 80, 40 tokens: a partial row block)
+    # with half the tokens padded, and 16 heads of width 8 without a mask.
+    odd = {"batch_size": 2, "seq_len": 40, "d_model": 96, "num_heads": 3, "ffn_dim": 80}
+    cases: list[Case] = [
+        ("cpu-5", "fp32", 0.5, "auto", {**odd, "num_layers": 2}, SPLIT),
+        ("cpu-3", "fp32", 0.0, "auto", {}, SPLIT),
+    ]
+    assert_split_matches(cases, run_interpreted(cases))
+
+
+def test_split_boundary_honours_the_schedule_and_ieee_operands() -> None:
+    # 48 tokens in blocks of 16 rows and 16 keys (three row blocks, up to three key blocks
+    # each), FFN columns in blocks of 16; and width 32 with every GEMM group in fp32 IEEE.
+    schedule = {**SPLIT, "fused_keys": "16", "fused_ffn_block": "16", "fused_stages": "2"}
+    narrow = {"d_model": 64, "ffn_dim": 64, "seq_len": 48, "num_layers": 2}
+    cases: list[Case] = [
+        ("cpu-5", "fp32", 0.25, "16", narrow, schedule),
+        ("cpu-5", "fp32", 0.5, "auto", {}, {**SPLIT, **IEEE_EVERYWHERE}),
+    ]
+    rows = run_interpreted(cases)
+    assert_split_matches(cases, rows)
+    blocks = cast(list[dict[str, int]], rows[0]["split_blocks"])
+    assert {(b["BM"], b["BN"], b["BF"]) for b in blocks} == {(16, 16, 16)}

@@ -5,9 +5,10 @@ names (strict ``load_state_dict`` of the reference weights works), ``forward(x,
 valid_token_mask=None)``. It imports nothing but torch (and triton where installed).
 
 This is the entry module of a package; its siblings hold the parts by concern: ``attention``
-(multi-head attention), ``block`` (the pre-LN block and FFN), ``fused_kernels`` (the Triton
-kernels) and ``fused`` (their host side and dispatch), ``chunking`` (memory-bounded batches),
-``common`` (masking and caches). ``ratchet export`` bundles them into one file.
+(multi-head attention), ``block`` (the pre-LN block and FFN), ``fused_kernels`` and
+``fused_split`` (the Triton kernels: one per layer, or two split at the FFN) and ``fused``
+(their host side and dispatch), ``chunking`` (memory-bounded batches), ``common`` (masking and
+caches). ``ratchet export`` bundles them into one file.
 
 The search edits only the ``TUNABLES`` block (offline expander) or the code itself (LLM
 expanders). With the default tunables the forward pass is the reference, bit for bit.
@@ -66,11 +67,19 @@ TUNABLE_SPACE = {
     },
     "fused_kernel": {
         "values": ["none", "triton"],
-        "doc": "torch operators per layer, or (CUDA, narrow models) one fused Triton kernel per "
-        "layer: LayerNorms, projections, causal online-softmax attention, out_proj, exact-GELU "
-        "FFN and residuals in registers, K/V of the next layer written by the same kernel; "
-        "operands as the fused_*_operands tunables say (matmul_precision governs only the "
-        "torch path), shapes the kernels do not serve keep the torch path",
+        "doc": "torch operators per layer, or (CUDA, narrow models) fused Triton kernels per "
+        "layer (as fused_boundary cuts it): LayerNorms, projections, causal online-softmax "
+        "attention, out_proj, exact-GELU FFN and residuals in registers, K/V of the next layer "
+        "written by the kernel that ends the layer; operands as the fused_*_operands tunables "
+        "say (matmul_precision governs only the torch path), shapes the kernels do not serve "
+        "keep the torch path",
+    },
+    "fused_boundary": {
+        "values": ["layer", "split"],
+        "doc": "where the fused kernels cut a layer (fused_kernel=triton): one kernel, or two "
+        "(LN1, attention, out_proj and residual; then LN2, FFN, residual and the next layer's "
+        "K/V) with the residual stream passing through memory: fewer live registers per "
+        "kernel for one more launch per layer",
     },
     "fused_min_width": {
         "values": ["16", "32", "64", "128"],
@@ -141,6 +150,7 @@ TUNABLES = {
     "matmul_precision": "fp32",
     "gelu": "erf",
     "fused_kernel": "none",
+    "fused_boundary": "layer",
     "fused_rows": "auto",
     "fused_warps": "auto",
     "fused_keys": "auto",

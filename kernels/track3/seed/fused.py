@@ -7,6 +7,7 @@ from typing import Any
 import torch
 
 from .fused_kernels import kernels_runnable, kv_kernel, layer_kernel
+from .fused_split import split_layer
 
 # The fused kernels keep [block rows x width] fp32 tiles in registers: wider models take the
 # GEMM-library path. Below 16 columns Triton's dot has no tile.
@@ -136,10 +137,40 @@ def fused_meta(model: Any, x: torch.Tensor) -> dict[str, Any]:
     }
 
 
+def _layer_args(
+    packs: tuple[torch.Tensor, torch.Tensor],
+    i: int,
+    src: torch.Tensor,
+    dst: torch.Tensor,
+    kv: torch.Tensor,
+    key_mask: torch.Tensor,
+    has_mask: bool,
+) -> dict[str, Any]:
+    """Layer i's tensors and flags, named as layer_kernel's parameters: K/V alternate between
+    two buffers (read this layer's, write the next one's)."""
+    vec, mat = packs
+    layers = mat.shape[0]
+    return {
+        "src": src,
+        "dst": dst,
+        "mask_ptr": key_mask,
+        "kv_in": kv[i % 2],
+        "kv_out": kv[(i + 1) % 2],
+        "vec": vec[i],
+        "mat": mat[i],
+        "next_vec": vec[i + 1],
+        "next_mat": mat[min(i + 1, layers - 1)],
+        "S": src.shape[1],
+        "HAS_MASK": has_mask,
+        "LAST": i + 1 >= layers,
+    }
+
+
 def fused_forward(
     model: Any, packs: tuple[torch.Tensor, torch.Tensor], x: torch.Tensor, mask: torch.Tensor | None
 ) -> torch.Tensor:
-    """The whole forward as L+1 Triton launches (first K/V, then one per layer)."""
+    """The whole forward as L+1 Triton launches (first K/V, then one per layer), or 2L+1 with
+    fused_boundary=split (two per layer)."""
     vec, mat = packs
     meta = fused_meta(model, x)
     shape, blocks, grid, warps = meta["shape"], meta["blocks"], meta["grid"], meta["warps"]
@@ -163,23 +194,16 @@ def fused_forward(
         **shape,
     )
     key_mask = x if mask is None else mask.contiguous().view(torch.uint8)
-    layers = len(model.layers)
-    for i in range(layers):
+    split = model.tunables["fused_boundary"] == "split"
+    for i in range(len(model.layers)):
+        args = _layer_args(packs, i, x if i < 1 else out, out, kv, key_mask, mask is not None)
+        if split:
+            split_layer(meta, args)
+            continue
         layer_kernel[grid](
-            x if i < 1 else out,
-            out,
-            key_mask,
-            kv[i % 2],
-            kv[(i + 1) % 2],
-            vec[i],
-            mat[i],
-            vec[i + 1],
-            mat[min(i + 1, layers - 1)],
-            seq,
-            meta["scale"],
-            meta["eps"],
-            HAS_MASK=mask is not None,
-            LAST=i + 1 >= layers,
+            **args,
+            scale=meta["scale"],
+            eps=meta["eps"],
             **operands,
             **launch,
             **shape,

@@ -1,6 +1,7 @@
 """The fused Triton kernels: one launch per pre-LN layer, each program owning a block of query
 rows of one sequence, LayerNorms, projections, causal online-softmax attention over all heads,
-out_proj, exact-GELU FFN and residuals in registers."""
+out_proj, exact-GELU FFN and residuals in registers (fused_split cuts a layer in two from
+the same helpers)."""
 
 from __future__ import annotations
 
@@ -251,6 +252,7 @@ if HAVE_TRITON:
 
 else:  # the names exist either way; kernels_runnable() says whether they can run
     kv_kernel = layer_kernel = None
+    _layer_norm = _store_kv = _attention_rows = _ffn_rows = None  # fused_split imports them
 
 
 def kernels_runnable(on_cuda: bool) -> bool:
