@@ -28,6 +28,7 @@ def space(track3_source: str) -> dict[str, list[str]]:
         ("Fold the softmax scale into the QK^T GEMM with baddbmm", {"score_scale": "baddbmm"}),
         ("Skip the padding mask fills when every token is valid", {"padding_mask": "skip_if_full"}),
         ("Zero padded rows by multiplying with the mask", {"padding_mask": "multiply"}),
+        ("Run attention and the FFN as separate kernels", {"fused_boundary": "separate"}),
     ],
 )
 def test_texts_map_to_tunables_and_values(

@@ -33,7 +33,7 @@ tol = track3_workload().tolerance
 rows = []
 split_blocks = []
 run_split = fused.split_layer
-def counted_split(meta, args):  # which launches fused_boundary=split made, with what blocks
+def counted_split(meta, args):  # which launches fused_boundary=separate made, with what blocks
     split_blocks.append(meta["blocks"])
     run_split(meta, args)
 fused.split_layer = counted_split
@@ -52,7 +52,7 @@ for config_id, precision, padding, block_rows, *changes in json.loads(sys.argv[1
     failed, max_abs = count_failures(got, want, tol)
     row = {"failed": failed, "max_abs": max_abs, "fits": fused.fused_fits(model, x),
            "padded_rows_zero": bool((got[~mask] == 0).all()) if mask is not None else None}
-    if tunables.get("fused_boundary") == "split":  # and the same inputs through one kernel
+    if tunables.get("fused_boundary") == "separate":  # and the same inputs through one kernel
         row["split_blocks"], split_blocks[:] = list(split_blocks), []
         row["layers"] = len(model.layers)
         model.tunables["fused_boundary"] = "layer"
@@ -178,7 +178,7 @@ def test_packs_follow_the_operand_tunables_whatever_the_torch_path_precision() -
         assert model._packs()[1].dtype == packed, name
 
 
-SPLIT = {"fused_boundary": "split"}
+SPLIT = {"fused_boundary": "separate"}
 
 
 def assert_split_matches(cases: list[Case], rows: list[dict[str, object]]) -> None:

@@ -6,9 +6,9 @@ valid_token_mask=None)``. It imports nothing but torch (and triton where install
 
 This is the entry module of a package; its siblings hold the parts by concern: ``attention``
 (multi-head attention), ``block`` (the pre-LN block and FFN), ``fused_kernels`` and
-``fused_split`` (the Triton kernels: one per layer, or two split at the FFN) and ``fused``
-(their host side and dispatch), ``chunking`` (memory-bounded batches), ``common`` (masking and
-caches). ``ratchet export`` bundles them into one file.
+``fused_split`` (the Triton kernels: one per layer, or separate attention and FFN kernels)
+and ``fused`` (their host side and dispatch), ``chunking`` (memory-bounded batches),
+``common`` (masking and caches). ``ratchet export`` bundles them into one file.
 
 The search edits only the ``TUNABLES`` block (offline expander) or the code itself (LLM
 expanders). With the default tunables the forward pass is the reference, bit for bit.
@@ -75,7 +75,7 @@ TUNABLE_SPACE = {
         "keep the torch path",
     },
     "fused_boundary": {
-        "values": ["layer", "split"],
+        "values": ["layer", "separate"],
         "doc": "where the fused kernels cut a layer (fused_kernel=triton): one kernel, or two "
         "(LN1, attention, out_proj and residual; then LN2, FFN, residual and the next layer's "
         "K/V) with the residual stream passing through memory: fewer live registers per "

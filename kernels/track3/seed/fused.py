@@ -170,7 +170,7 @@ def fused_forward(
     model: Any, packs: tuple[torch.Tensor, torch.Tensor], x: torch.Tensor, mask: torch.Tensor | None
 ) -> torch.Tensor:
     """The whole forward as L+1 Triton launches (first K/V, then one per layer), or 2L+1 with
-    fused_boundary=split (two per layer)."""
+    fused_boundary=separate (two per layer)."""
     vec, mat = packs
     meta = fused_meta(model, x)
     shape, blocks, grid, warps = meta["shape"], meta["blocks"], meta["grid"], meta["warps"]
@@ -194,7 +194,7 @@ def fused_forward(
         **shape,
     )
     key_mask = x if mask is None else mask.contiguous().view(torch.uint8)
-    split = model.tunables["fused_boundary"] == "split"
+    split = model.tunables["fused_boundary"] == "separate"
     for i in range(len(model.layers)):
         args = _layer_args(packs, i, x if i < 1 else out, out, kv, key_mask, mask is not None)
         if split:

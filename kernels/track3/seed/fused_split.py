@@ -1,4 +1,4 @@
-"""The fused layer cut at its attention/FFN boundary (fused_boundary=split): two launches per
+"""The fused layer cut at its attention/FFN boundary (fused_boundary=separate): two launches per
 pre-LN layer built from layer_kernel's helpers, the residual stream passing through memory
 between them. Each kernel is compiled (registers, occupancy) for its own half of the layer, at
 the price of one more launch per layer and a round trip of the [rows x width] residual; which
