@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import shutil
@@ -29,6 +30,9 @@ def worktree_lock(repo: git.Repo) -> Iterator[None]:
 def remove_worktree(repo: git.Repo, path: Path) -> None:
     """Remove a (possibly stale) worktree left by an earlier, interrupted expansion."""
     with worktree_lock(repo):
+        # A kill during `worktree add` leaves the entry locked, and prune keeps locked ones.
+        with contextlib.suppress(git.GitCommandError):
+            repo.git.worktree("unlock", str(path))
         if path.exists():
             try:
                 repo.git.worktree("remove", "--force", str(path))

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from agents.expander import ExpansionResult
+from agents.expander import ExpansionOutcome, ExpansionResult
 from orchestrator.agent_runs import drain_llm_calls
 from orchestrator.composition import compose_step
 from orchestrator.measured import (
@@ -31,6 +31,7 @@ from orchestrator.stages import (
     static_step,
 )
 from orchestrator.state import SearchState, StepView
+from orchestrator.workspace import branch_commit, step_branch, tree_of
 
 # How long the orchestrator waits for a result before it looks at the ledger again
 # (new messages, a stop signal).
@@ -63,6 +64,25 @@ class Finished:
     task: Task
     value: Any = None
     error: BaseException | None = None
+
+
+def unique_result(state: SearchState, result: ExpansionResult) -> ExpansionResult:
+    """An expansion whose commit (or tree) another one, running at the same time, already
+    recorded made nothing new: two expanders cannot see each other's work in flight."""
+    if result.sha is None:
+        return result
+    same = [
+        c for c in state.candidates.values() if result.sha == c.sha or result.tree_sha == c.tree_sha
+    ]
+    if not same:
+        return result
+    message = (
+        f"made the same code as step {same[0].step}'s candidate {same[0].sha[:10]}, "
+        "expanded at the same time"
+    )
+    return result.model_copy(
+        update={"outcome": ExpansionOutcome.NO_CHANGE, "sha": None, "message": message}
+    )
 
 
 class Dispatcher:
@@ -99,7 +119,7 @@ class Dispatcher:
                 if step.started.composition is not None:
                     compose_step(self.ctx, state, step)  # no agent: a commit of known parts
                     return True
-                if recover_commit(self.ctx, step.started, self.ctx.expander.name):
+                if self._recover(state, step):
                     return True
                 if self.free_expanders > 0:
                     self._start_expansion(state, step)
@@ -109,6 +129,23 @@ class Dispatcher:
             elif self.free_devices:
                 self._start_judge(state, step)
         return False
+
+    def _recover(self, state: SearchState, step: StepView) -> bool:
+        """Record the commit a killed run left on the step's branch (once: a commit another
+        step already recorded is this step's 'nothing new'); False when there is none."""
+        existing = branch_commit(self.ctx.repo, step_branch(step.started.step))
+        if existing is None:
+            return False
+        left = ExpansionResult(
+            outcome=ExpansionOutcome.COMMITTED,
+            agent=self.ctx.expander.name,
+            sha=existing,
+            tree_sha=tree_of(self.ctx.repo, existing),
+        )
+        if unique_result(state, left).sha is None:
+            record_expansion(self.ctx, step, unique_result(state, left))
+            return True
+        return recover_commit(self.ctx, step.started, self.ctx.expander.name)
 
     def _start_expansion(self, state: SearchState, step: StepView) -> None:
         request = expansion_request(self.ctx, state, step)
@@ -173,7 +210,8 @@ class Dispatcher:
         if done.error is not None:
             raise done.error
         if task.kind is TaskKind.EXPAND:
-            record_expansion(self.ctx, state.steps[task.step], done.value)
+            result = unique_result(state, done.value)
+            record_expansion(self.ctx, state.steps[task.step], result)
             drain_llm_calls(self.ctx, task.step)
             return
         assert task.worker is not None and task.plan is not None

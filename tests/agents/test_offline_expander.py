@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -211,6 +212,20 @@ def test_stale_worktree_from_an_interrupted_expansion_is_replaced(
     result = expand(req)
     assert result.outcome is ExpansionOutcome.COMMITTED, result.message
     assert "junk.txt" not in [b.path for b in repo.commit(result.sha).tree.traverse()]  # type: ignore[union-attr]
+    assert_clean(repo, req)
+
+
+def test_a_worktree_left_locked_by_a_kill_during_its_creation_is_replaced(
+    track3_repo: tuple[git.Repo, str],
+) -> None:
+    # kill -9 during `git worktree add` leaves a locked entry whose directory is gone.
+    repo, seed_sha = track3_repo
+    req = request(repo, seed_sha, "cand/locked", "cache the causal mask", seed=7)
+    left = req.worktree_root / "cand-locked"
+    repo.git.worktree("add", "--lock", "--detach", str(left), seed_sha)
+    shutil.rmtree(left)
+    result = expand(req)
+    assert result.outcome is ExpansionOutcome.COMMITTED, result.message
     assert_clean(repo, req)
 
 

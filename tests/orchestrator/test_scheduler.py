@@ -8,12 +8,13 @@ from pathlib import Path
 
 import pytest
 
+from agents.expander import ExpansionOutcome, ExpansionResult
 from orchestrator import service
 from orchestrator.budget import Invocation, budget_stop
 from orchestrator.events import EventKind, StepStarted
 from orchestrator.loop import choose_step, current_state, ensure_seed
 from orchestrator.measured import SweepJob, plan_sweep, record_sweep, run_plan
-from orchestrator.scheduler import Dispatcher
+from orchestrator.scheduler import Dispatcher, unique_result
 from orchestrator.stages import DeviceWorker, expand_step, static_step
 from orchestrator.state import CandidateView, SearchState, StepView
 from search import Verdict
@@ -93,3 +94,15 @@ def test_the_pipeline_is_one_step_for_one_device_and_one_expander(tmp_path: Path
     assert Dispatcher(Ctx(1), [worker]).capacity == 1  # type: ignore[arg-type]
     assert Dispatcher(Ctx(2), [worker]).capacity == 3  # type: ignore[arg-type]
     assert Dispatcher(Ctx(2), [worker, worker]).capacity == 4  # type: ignore[arg-type]
+
+
+def test_an_expansion_that_made_what_another_recorded_made_nothing_new() -> None:
+    state = _state_with_open_steps(0, 2)  # candidates c0 (tree t) and c1 (tree t)
+    made = ExpansionResult(
+        outcome=ExpansionOutcome.COMMITTED, agent="offline", sha="x", tree_sha="t"
+    )
+    same = unique_result(state, made)
+    assert same.outcome is ExpansionOutcome.NO_CHANGE and same.sha is None
+    assert "same code as step 0" in same.message
+    fresh = made.model_copy(update={"tree_sha": "new"})
+    assert unique_result(state, fresh) is fresh
