@@ -71,7 +71,9 @@ def _commit(
 ) -> ExpansionResult:
     tree_repo = git.Repo(worktree)
     (worktree / request.candidate_file).write_text(text)
-    tree_repo.index.add([request.candidate_file])
+    # git's own add: GitPython's index.add changes the process's working directory, which
+    # another expansion's thread shares.
+    tree_repo.git.add("--", request.candidate_file)
     tree_sha = tree_repo.git.write_tree()
     if tree_sha in set(request.known_trees):
         reason = "this composition is already in the ledger (same tree)"

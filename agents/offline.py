@@ -193,7 +193,9 @@ class OfflineExpander:
             if child == plan.parent:
                 continue
             (worktree / request.candidate_file).write_text(write_tunables(plan.source, child))
-            tree_repo.index.add([request.candidate_file])
+            # git's own add: GitPython's index.add changes the process's working directory,
+            # which another expansion's thread shares.
+            tree_repo.git.add("--", request.candidate_file)
             tree_sha = tree_repo.git.write_tree()
             if tree_sha in known:
                 continue
