@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -18,7 +17,7 @@ from orchestrator import service
 from orchestrator.events import EvaluationSummary, EventKind
 from orchestrator.state import derive_state
 from tests.orchestrator.conftest import ListReporter, fast_settings
-from tests.orchestrator.test_kill_resume import CONFIG
+from tests.orchestrator.test_kill_resume import CONFIG, start
 
 pytestmark = pytest.mark.slow
 CODE_ROOT = Path(__file__).resolve().parents[2]
@@ -91,18 +90,7 @@ def test_the_ledger_verifies_and_no_candidate_has_two_verdicts(run_dir: Path) ->
 
 
 def _start(run_dir: Path, config: Path) -> subprocess.Popen[bytes]:
-    argv = [sys.executable, "-m", "orchestrator.cli", "--config", str(config), "run"]
-    argv += ["--run-dir", str(run_dir), "--workload", "softmax", "--device", "cpu"]
-    argv += ["--devices", "0,1", "--expanders", "2", "--max-candidates", "6", "--minutes", "10"]
-    env = {**os.environ, "RATCHET_LOCK_DIR": str(run_dir.parent / "locks")}
-    return subprocess.Popen(
-        argv,
-        cwd=CODE_ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
+    return start(run_dir, config, 6, "--devices", "0,1", "--expanders", "2")
 
 
 def _two_in_flight(ledger_path: Path) -> bool:

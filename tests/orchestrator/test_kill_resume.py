@@ -34,10 +34,11 @@ budget_s = 0.5
 """
 
 
-def start(run_dir: Path, config: Path, candidates: int) -> subprocess.Popen[bytes]:
+def start(run_dir: Path, config: Path, candidates: int, *extra: str) -> subprocess.Popen[bytes]:
+    """`ratchet run` on the softmax CPU set in its own session (extra: more flags)."""
     argv = [sys.executable, "-m", "orchestrator.cli", "--config", str(config), "run"]
     argv += ["--run-dir", str(run_dir), "--workload", "softmax", "--device", "cpu"]
-    argv += ["--max-candidates", str(candidates), "--minutes", "10"]
+    argv += ["--max-candidates", str(candidates), "--minutes", "10", *extra]
     env = {**os.environ, "RATCHET_LOCK_DIR": str(run_dir.parent / "locks")}
     return subprocess.Popen(
         argv,
