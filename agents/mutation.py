@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -38,6 +39,27 @@ class OperatorSettings(BaseModel):
     p_extra_mutation: float = Field(default=0.1, ge=0, le=1, description="One extra random move.")
 
 
+@dataclass(frozen=True)
+class SearchSpace:
+    """The declared tunables: each one's allowed values, and what it needs elsewhere to act."""
+
+    values: Mapping[str, Sequence[str]]
+    requires: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+
+    def acts(self, name: str, tunables: Mapping[str, str]) -> bool:
+        """True when the tunable's requirements hold in these settings (it changes the code)."""
+        return all(tunables.get(k) == v for k, v in self.requires.get(name, {}).items())
+
+    def effective(self, tunables: Mapping[str, str]) -> dict[str, str]:
+        """The settings that act: two variants equal here run the same code."""
+        return {n: v for n, v in tunables.items() if self.acts(n, tunables)}
+
+
+def as_space(space: Mapping[str, Sequence[str]] | SearchSpace) -> SearchSpace:
+    """A plain values mapping is a space whose tunables all act."""
+    return space if isinstance(space, SearchSpace) else SearchSpace(values=space)
+
+
 def _other_value(
     name: str, current: str, space: Mapping[str, Sequence[str]], rng: np.random.Generator
 ) -> str | None:
@@ -45,17 +67,42 @@ def _other_value(
     return str(options[int(rng.integers(len(options)))]) if options else None
 
 
+def _meet_requirements(
+    child: dict[str, str],
+    space: SearchSpace,
+    changed: Sequence[str],
+    reasons: dict[str, ChangeReason],
+) -> None:
+    """Set what the idea's tunables need to act (an idea about a fused kernel's block size is
+    an idea about the fused kernel), unless the idea itself sets that tunable otherwise."""
+    pending = list(changed)
+    while pending:
+        name = pending.pop()
+        for other, value in space.requires.get(name, {}).items():
+            if child.get(other) == value or reasons.get(other) is ChangeReason.IDEA:
+                continue
+            if other in child and value in space.values.get(other, ()):
+                child[other] = value
+                reasons[other] = ChangeReason.CONSTRAINT
+                pending.append(other)
+
+
 def _mutate_random(
     child: dict[str, str],
-    space: Mapping[str, Sequence[str]],
+    space: SearchSpace,
     avoid: set[str],
     rng: np.random.Generator,
 ) -> str | None:
-    names = [n for n in space if n not in avoid and len(space[n]) > 1]
+    # A tunable that does not act in the child would change nothing the judge can measure.
+    names = [
+        n
+        for n in space.values
+        if n not in avoid and len(space.values[n]) > 1 and space.acts(n, child)
+    ]
     if not names:
         return None
     name = names[int(rng.integers(len(names)))]
-    value = _other_value(name, child[name], space, rng)
+    value = _other_value(name, child[name], space.values, rng)
     if value is None:
         return None
     child[name] = value
@@ -71,32 +118,37 @@ class Variant(BaseModel):
 
 def propose_variant(
     parent: Mapping[str, str],
-    space: Mapping[str, Sequence[str]],
+    space: Mapping[str, Sequence[str]] | SearchSpace,
     targets: Mapping[str, str | None],
     donors: Sequence[Mapping[str, str]],
     rng: np.random.Generator,
     settings: OperatorSettings | None = None,
 ) -> Variant:
-    """A child of `parent`: the idea's settings applied, then maybe recombined and mutated."""
+    """A child of `parent`: the idea's settings applied (with what they need to act), then
+    maybe recombined and mutated."""
     settings = settings or OperatorSettings()
+    space = as_space(space)
+    values = space.values
     child = dict(parent)
     reasons: dict[str, ChangeReason] = {}
     for name, value in targets.items():
-        if name not in space:
+        if name not in values:
             continue
         if value is None:
-            child[name] = _other_value(name, child[name], space, rng) or child[name]
-        elif value in space[name]:
+            child[name] = _other_value(name, child[name], values, rng) or child[name]
+        elif value in values[name]:
             child[name] = value
         reasons[name] = ChangeReason.IDEA
+    _meet_requirements(child, space, list(reasons), reasons)
     if donors and rng.random() < settings.p_recombine:
         donor = donors[int(rng.integers(len(donors)))]
-        for name in space:
+        for name in values:
             donated = donor.get(name)
-            if name not in targets and donated in space[name] and rng.random() < 0.5:
+            if name not in reasons and donated in values[name] and rng.random() < 0.5:
                 child[name] = donor[name]
                 reasons[name] = ChangeReason.RECOMBINE
-    if child == dict(parent) or rng.random() < settings.p_extra_mutation:
+    unchanged = space.effective(child) == space.effective(parent)
+    if unchanged or rng.random() < settings.p_extra_mutation:
         # The idea is already in the parent (or we were asked to explore): move elsewhere.
         moved = _mutate_random(child, space, set(targets), rng)
         if moved:

@@ -15,12 +15,20 @@ from agents.expander import ExpansionOutcome, ExpansionRequest, ExpansionResult
 from agents.mutation import (
     ChangeReason,
     OperatorSettings,
+    SearchSpace,
     TunableChange,
     describe_changes,
     enforce_forbidden,
     propose_variant,
 )
-from agents.tunables import TunablesError, read_docs, read_space, read_tunables, write_tunables
+from agents.tunables import (
+    TunablesError,
+    read_docs,
+    read_requirements,
+    read_space,
+    read_tunables,
+    write_tunables,
+)
 from agents.worktree import add_worktree, commit_worktree, remove_worktree
 from prompts import render_prompt
 
@@ -108,6 +116,7 @@ class _Plan:
     source: str
     parent: dict[str, str]
     space: dict[str, list[str]]
+    search_space: SearchSpace
     docs: dict[str, str]
     targets: dict[str, str | None]
     donors: list[dict[str, str]]
@@ -146,6 +155,7 @@ class OfflineExpander:
         try:
             source = repo.git.show(f"{request.parent_sha}:{request.candidate_file}")
             parent, space, docs = read_tunables(source), read_space(source), read_docs(source)
+            search_space = SearchSpace(values=space, requires=read_requirements(source))
         except git.GitCommandError as exc:
             reason = f"cannot read the parent: {exc}"
             return self._result(ExpansionOutcome.INFRASTRUCTURE_ERROR, reason, started)
@@ -158,6 +168,7 @@ class OfflineExpander:
             source=source,
             parent=parent,
             space=space,
+            search_space=search_space,
             docs=docs,
             targets=dict(request.idea.targets) or interpret_idea(request.idea.text, space),
             donors=self._donors(repo, request),
@@ -187,11 +198,12 @@ class OfflineExpander:
         tree_repo = git.Repo(worktree)
         for _ in range(self.max_attempts):
             variant = propose_variant(
-                plan.parent, plan.space, plan.targets, plan.donors, rng, self.settings
+                plan.parent, plan.search_space, plan.targets, plan.donors, rng, self.settings
             )
             child = enforce_forbidden(variant.tunables, plan.parent, plan.space, forbidden)
-            if child == plan.parent:
-                continue
+            effective = plan.search_space.effective
+            if effective(child) == effective(plan.parent):
+                continue  # nothing that acts moved: the judge would time the parent again
             (worktree / request.candidate_file).write_text(write_tunables(plan.source, child))
             # git's own add: GitPython's index.add changes the process's working directory,
             # which another expansion's thread shares.

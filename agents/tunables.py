@@ -51,6 +51,31 @@ def read_space(source: str) -> dict[str, list[str]]:
     return {str(k): [str(v) for v in entry["values"]] for k, entry in space.items()}
 
 
+def read_requirements(source: str) -> dict[str, dict[str, str]]:
+    """What each tunable needs elsewhere before it does anything
+    (TUNABLE_SPACE[name]['requires'], e.g. a fused kernel's block size needs the fused kernel).
+
+    A tunable without 'requires' always acts. A requirement naming an undeclared tunable or
+    value is a TunablesError: the operator would otherwise set a value the kernel refuses.
+    """
+    space = _space(source)
+    expected = "'requires': {'other_tunable': 'value it must have'}"
+    requirements: dict[str, dict[str, str]] = {}
+    for name, entry in space.items():
+        needs = entry.get("requires", {})
+        if not isinstance(needs, dict):
+            raise TunablesError(f"TUNABLE_SPACE[{name!r}]['requires'] must be a dict; {expected}")
+        for other, value in needs.items():
+            values = [str(v) for v in space.get(other, {}).get("values", [])]
+            if str(value) not in values:
+                raise TunablesError(
+                    f"TUNABLE_SPACE[{name!r}] requires {other}={value!r}, which is not a "
+                    f"declared value (declared: {values or 'no such tunable'}); {expected}"
+                )
+        requirements[str(name)] = {str(k): str(v) for k, v in needs.items()}
+    return requirements
+
+
 def read_docs(source: str) -> dict[str, str]:
     """One-line description of every tunable."""
     return {str(k): str(v.get("doc", "")) for k, v in _space(source).items()}

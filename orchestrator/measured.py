@@ -19,18 +19,21 @@ from orchestrator.evaluation import (
 )
 from orchestrator.events import Stage, VerdictDetails
 from orchestrator.replication import replication_records, riding_verification
-from orchestrator.settings import default_timing
+from orchestrator.settings import ScreenGateRule, default_timing
 from orchestrator.stages import LoopContext, estimate, failed_verdict, verdict_record
 from orchestrator.state import SearchState, StepView
 from orchestrator.taint import tainted_line
 from search import (
     ConfigTiming,
     Decision,
+    RatioEstimate,
+    ScreenGate,
+    ScreenReading,
     Verdict,
     VerdictEvidence,
     compute_objective,
     decide_verdict,
-    screen_filter,
+    gate_screen,
 )
 
 
@@ -123,17 +126,58 @@ def record_screen(ctx: LoopContext, plan: StagePlan, result: EvaluationResult) -
     text = f"{vs_parent.describe()} vs parent" if vs_parent else "no timing"
     vs_frontier = estimate(result.aggregate("frontier"))
     text += f", {vs_frontier.describe()} vs frontier" if vs_frontier else ""
-    if vs_parent is not None and not screen_filter(vs_parent, ctx.noise_floor):
+    reading = screen_reading(job.arms, plan.frontier_sha, result, vs_parent)
+    gate = gate_screen(reading, ctx.noise_floor)
+    if (
+        ctx.settings.screen_gate is ScreenGateRule.PARENT
+        and gate is ScreenGate.NO_WIN_OVER_FRONTIER
+    ):
+        gate = ScreenGate.SWEEP
+    if gate is not ScreenGate.SWEEP:
         details = VerdictDetails(
             step=job.step, success=False, vs_parent=ratio_dict(result.aggregate("parent"))
         )
-        reason = f"screen: clearly slower than its parent ({text})"
+        reason = f"screen: {_GATE_REASONS[gate]} ({text})"
         records.append(verdict_record(job.sha, Verdict.REJECTED, reason, Stage.SCREEN, details))
         ctx.ledger.append_many(records)
-        ctx.reporter.line(f"{label}screen: correct, {text}: rejected ({result.wall_s:.1f} s)")
+        ctx.reporter.line(
+            f"{label}screen: correct, {text}: rejected, {_GATE_REASONS[gate]} "
+            f"({result.wall_s:.1f} s)"
+        )
         return
     ctx.ledger.append_many(records)
     ctx.reporter.line(f"{label}screen: correct, {text} ({result.wall_s:.1f} s)")
+
+
+_GATE_REASONS = {
+    ScreenGate.SLOWER_THAN_PARENT: "clearly slower than its parent",
+    ScreenGate.NO_WIN_OVER_FRONTIER: "faster than the frontier beyond the noise floor on no "
+    "screening config",
+}
+
+
+def screen_reading(
+    arms: dict[str, str],
+    frontier_sha: str | None,
+    result: EvaluationResult,
+    vs_parent: RatioEstimate | None,
+) -> ScreenReading:
+    """The gate's input: the aggregate against the parent, and each screening config's median
+    against the frontier (the parent's arm when the parent is the frontier)."""
+    parent_is_frontier = frontier_sha is not None and arms.get("parent") == frontier_sha
+    other = "frontier" if "frontier" in arms else "parent" if parent_is_frontier else None
+    by_config = {
+        config.config_id: ratio.median
+        for config in result.configs
+        for ratio in config.ratios
+        if other is not None and ratio.arm == "candidate" and ratio.other == other
+    }
+    return ScreenReading(
+        vs_parent=vs_parent,
+        vs_frontier_by_config=by_config,
+        parent_is_frontier=parent_is_frontier,
+        tainted=result.tainted,
+    )
 
 
 def screen_step(ctx: LoopContext, state: SearchState, step: StepView) -> None:

@@ -72,6 +72,13 @@ class ExpanderKind(enum.StrEnum):
         return parsed, Path(rest) if rest else None
 
 
+class ScreenGateRule(enum.StrEnum):
+    """Which correct screened candidates go on to the full sweep."""
+
+    FRONTIER = "frontier"
+    PARENT = "parent"
+
+
 class Settings(BaseModel):
     """Everything a run needs to know; built only by load_settings."""
 
@@ -248,6 +255,13 @@ class Settings(BaseModel):
     )
     sweep_timing: TimingPlan | None = Field(
         default=None, description="Full-sweep timing plan (default: by device)."
+    )
+    screen_gate: ScreenGateRule = Field(
+        default=ScreenGateRule.FRONTIER,
+        description="Which correct screened candidates get the full sweep. frontier: those "
+        "faster than the frontier beyond the noise floor on some screening config, or clearly "
+        "faster than a parent that is not the frontier; parent: every one not clearly slower "
+        "than its parent (a sweep per candidate, as before).",
     )
 
     @field_validator("expander")

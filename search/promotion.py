@@ -116,6 +116,50 @@ def screen_filter(vs_parent: RatioEstimate, noise_floor: float) -> bool:
     return classify_change(vs_parent, noise_floor) is not Change.SLOWER
 
 
+class ScreenGate(enum.StrEnum):
+    """Where a correct screened candidate goes next."""
+
+    SWEEP = "sweep"
+    SLOWER_THAN_PARENT = "slower_than_parent"
+    NO_WIN_OVER_FRONTIER = "no_win_over_frontier"
+
+
+class ScreenReading(BaseModel):
+    """What the screen timed of one correct candidate, as input to the gate."""
+
+    model_config = ConfigDict(frozen=True)
+
+    vs_parent: RatioEstimate | None = Field(description="Aggregate ratio against the parent.")
+    vs_frontier_by_config: dict[str, float] = Field(
+        description="Median ratio against the frontier on each screening config (against the "
+        "parent when the parent is the frontier); empty when the frontier was not timed."
+    )
+    parent_is_frontier: bool = Field(description="The parent is the frontier.")
+    tainted: bool = Field(
+        default=False,
+        description="Timed under contention or throttling: its ratios decide nothing beyond a "
+        "clear slowdown, so the sweep (which measures again) decides.",
+    )
+
+
+def gate_screen(reading: ScreenReading, noise_floor: float) -> ScreenGate:
+    """SWEEP when the candidate beats the frontier by more than the floor on some screening
+    config (it may win a regime), or is clearly faster than a parent that is not the frontier
+    (its lineage improves); a clear slowdown against the parent, or no win anywhere, ends it."""
+    check_noise_floor(noise_floor)
+    vs_parent = reading.vs_parent
+    change = classify_change(vs_parent, noise_floor) if vs_parent is not None else None
+    if change is Change.SLOWER:
+        return ScreenGate.SLOWER_THAN_PARENT
+    if not reading.vs_frontier_by_config or reading.tainted:
+        return ScreenGate.SWEEP
+    if max(reading.vs_frontier_by_config.values()) > 1 + noise_floor:
+        return ScreenGate.SWEEP
+    if change is Change.FASTER and not reading.parent_is_frontier:
+        return ScreenGate.SWEEP
+    return ScreenGate.NO_WIN_OVER_FRONTIER
+
+
 def _judge_frontier(estimate: RatioEstimate, label: str, noise_floor: float) -> tuple[Verdict, str]:
     """Verdict and reason of a correct candidate from its estimate against the frontier."""
     threshold = 1 + noise_floor

@@ -8,11 +8,12 @@ import pytest
 from agents.mutation import (
     ChangeReason,
     OperatorSettings,
+    SearchSpace,
     describe_changes,
     enforce_forbidden,
     propose_variant,
 )
-from agents.tunables import read_space, read_tunables
+from agents.tunables import read_requirements, read_space, read_tunables
 
 NO_EXTRAS = OperatorSettings(p_recombine=0.0, p_extra_mutation=0.0)
 
@@ -185,3 +186,60 @@ def test_describe_changes_lists_moved_tunables_with_reasons(
     forced = describe_changes(parent, {**parent, "attention": "sdpa"}, {})
     assert [(c.name, c.reason) for c in forced] == [("attention", ChangeReason.CONSTRAINT)]
     assert describe_changes(parent, dict(parent), {}) == []
+
+
+@pytest.fixture(scope="module")
+def search_space(track3_source: str) -> SearchSpace:
+    """The track3 seed's space with its declared requirements (fused tunables need the kernel)."""
+    return SearchSpace(values=read_space(track3_source), requires=read_requirements(track3_source))
+
+
+def test_an_idea_on_a_fused_tunable_switches_the_fused_kernel_on(
+    search_space: SearchSpace, parent: dict[str, str]
+) -> None:
+    assert parent["fused_kernel"] == "none"
+    targets: dict[str, str | None] = {"fused_rows": None, "fused_warps": None}
+    for seed in range(30):
+        variant = propose_variant(parent, search_space, targets, [], np.random.default_rng(seed))
+        assert variant.tunables["fused_kernel"] == "triton"
+        assert variant.reasons["fused_kernel"] == ChangeReason.CONSTRAINT
+        assert variant.tunables["fused_rows"] != parent["fused_rows"]
+
+
+def test_without_requirements_the_same_idea_stays_inert(
+    space: dict[str, list[str]], parent: dict[str, str]
+) -> None:
+    # The check can fail: a plain values mapping declares no requirement, so nothing turns on.
+    targets: dict[str, str | None] = {"fused_rows": None}
+    variant = propose_variant(parent, space, targets, [], np.random.default_rng(0), NO_EXTRAS)
+    assert variant.tunables["fused_kernel"] == "none"
+
+
+def test_an_idea_setting_the_requirement_otherwise_wins(
+    search_space: SearchSpace, parent: dict[str, str]
+) -> None:
+    targets: dict[str, str | None] = {"fused_rows": "32", "fused_kernel": "none"}
+    variant = propose_variant(parent, search_space, targets, [], np.random.default_rng(0))
+    assert variant.tunables["fused_kernel"] == "none"
+
+
+def test_exploration_moves_only_tunables_that_act(
+    search_space: SearchSpace, parent: dict[str, str]
+) -> None:
+    explore = OperatorSettings(p_recombine=0.0, p_extra_mutation=1.0)
+    inert = {n for n in search_space.values if not search_space.acts(n, parent)}
+    assert "fused_rows" in inert
+    for seed in range(200):
+        variant = propose_variant(
+            parent, search_space, {}, [], np.random.default_rng(seed), explore
+        )
+        moved = {n for n, r in variant.reasons.items() if r is ChangeReason.EXPLORE}
+        assert moved and not moved & inert
+        assert search_space.effective(variant.tunables) != search_space.effective(parent)
+
+
+def test_effective_settings_ignore_tunables_that_do_not_act(search_space: SearchSpace) -> None:
+    tunables = {"fused_kernel": "none", "fused_rows": "32", "gelu": "erf"}
+    assert search_space.effective(tunables) == {"fused_kernel": "none", "gelu": "erf"}
+    on = {**tunables, "fused_kernel": "triton"}
+    assert search_space.effective(on) == on

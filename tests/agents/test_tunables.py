@@ -11,6 +11,7 @@ from agents.tunables import (
     BLOCK_START,
     TunablesError,
     read_docs,
+    read_requirements,
     read_space,
     read_tunables,
     write_tunables,
@@ -110,3 +111,19 @@ def test_write_tunables_round_trips_values_with_quotes(value: str) -> None:
     source = softmax_workload().seed_candidate.read_text()
     rewritten = write_tunables(source, {"exp_passes": value})
     assert read_tunables(rewritten) == {"exp_passes": value}
+
+
+def test_requirements_are_read_and_checked(track3_source: str) -> None:
+    requirements = read_requirements(track3_source)
+    assert requirements["fused_rows"] == {"fused_kernel": "triton"}
+    assert requirements["attention"] == {}
+    broken = track3_source.replace(
+        '"requires": {"fused_kernel": "triton"}', '"requires": {"fused_kernel": "cuda"}', 1
+    )
+    with pytest.raises(TunablesError, match=r"requires fused_kernel='cuda'.*declared"):
+        read_requirements(broken)
+    unknown = track3_source.replace(
+        '"requires": {"fused_kernel": "triton"}', '"requires": {"no_such": "x"}', 1
+    )
+    with pytest.raises(TunablesError, match="no such tunable"):
+        read_requirements(unknown)

@@ -8,10 +8,13 @@ from pydantic import ValidationError
 from search.promotion import (
     Change,
     RatioEstimate,
+    ScreenGate,
+    ScreenReading,
     Verdict,
     VerdictEvidence,
     classify_change,
     decide_verdict,
+    gate_screen,
     screen_filter,
 )
 
@@ -198,3 +201,50 @@ def test_a_tainted_measurement_never_promotes_or_succeeds() -> None:
     )
     assert tainted.verdict is Verdict.INCONCLUSIVE and not tainted.success
     assert "tainted" in tainted.reason
+
+
+def reading(
+    vs_parent: RatioEstimate | None, by_config: dict[str, float], parent_is_frontier: bool
+) -> ScreenReading:
+    """A screen reading from its parts."""
+    return ScreenReading(
+        vs_parent=vs_parent, vs_frontier_by_config=by_config, parent_is_frontier=parent_is_frontier
+    )
+
+
+NEUTRAL = ratio(0.99, 1.00, 1.01)
+
+
+@pytest.mark.parametrize(
+    ("screened", "expected"),
+    [
+        # An inert change of the frontier: 1.00x everywhere goes no further.
+        (reading(NEUTRAL, {"1": 1.004, "2": 0.998}, True), ScreenGate.NO_WIN_OVER_FRONTIER),
+        # A win on one config is a possible regime: it earns the sweep.
+        (reading(NEUTRAL, {"1": 0.97, "2": 1.05}, True), ScreenGate.SWEEP),
+        # A clear slowdown against the parent stops it whatever the frontier says.
+        (reading(ratio(0.8, 0.85, 0.9), {"1": 1.2}, False), ScreenGate.SLOWER_THAN_PARENT),
+        # Clearly faster than a parent that is not the frontier: its lineage improves.
+        (reading(ratio(1.1, 1.2, 1.3), {"1": 0.9}, False), ScreenGate.SWEEP),
+        # ... but not when the parent is the frontier and no config beats it.
+        (reading(ratio(1.1, 1.2, 1.3), {"1": 0.9}, True), ScreenGate.NO_WIN_OVER_FRONTIER),
+        # No frontier timing at all: only the parent rule applies.
+        (reading(NEUTRAL, {}, False), ScreenGate.SWEEP),
+        # Exactly at the floor is not beyond it.
+        (reading(NEUTRAL, {"1": 1.01}, True), ScreenGate.NO_WIN_OVER_FRONTIER),
+    ],
+)
+def test_screen_gate(screened: ScreenReading, expected: ScreenGate) -> None:
+    assert gate_screen(screened, FLOOR) is expected
+
+
+def test_a_tainted_screen_leaves_the_decision_to_the_sweep() -> None:
+    quiet = reading(NEUTRAL, {"1": 1.0}, True)
+    assert gate_screen(quiet, FLOOR) is ScreenGate.NO_WIN_OVER_FRONTIER
+    busy = quiet.model_copy(update={"tainted": True})
+    assert gate_screen(busy, FLOOR) is ScreenGate.SWEEP
+
+
+def test_screen_gate_checks_the_floor() -> None:
+    with pytest.raises(ValueError, match="noise floor"):
+        gate_screen(reading(NEUTRAL, {}, True), float("nan"))

@@ -29,6 +29,7 @@ from .fused import fused_fits, fused_forward, fused_packs, pack_dtype
 from .regimes import Sizes, checked
 
 # Every choice the offline expander may make: values[0] is the reference behaviour.
+# 'requires': what a tunable needs elsewhere before it changes any code (the operator sets it).
 TUNABLE_SPACE = {
     "qkv_projection": {
         "values": ["separate", "packed"],
@@ -75,6 +76,7 @@ TUNABLE_SPACE = {
         "keep the torch path",
     },
     "fused_boundary": {
+        "requires": {"fused_kernel": "triton"},
         "values": ["layer", "separate"],
         "doc": "where the fused kernels cut a layer (fused_kernel=triton): one kernel, or two "
         "(LN1, attention, out_proj and residual; then LN2, FFN, residual and the next layer's "
@@ -82,43 +84,52 @@ TUNABLE_SPACE = {
         "kernel for one more launch per layer",
     },
     "fused_min_width": {
+        "requires": {"fused_kernel": "triton"},
         "values": ["16", "32", "64", "128"],
         "doc": "narrowest model the fused kernels serve (16: every width their tiles allow); "
         "narrower ones take the torch path",
     },
     "fused_projection_operands": {
+        "requires": {"fused_kernel": "triton"},
         "values": ["fp16", "fp32_ieee"],
         "doc": "operands of the fused kernels' Q/K/V and out_proj GEMMs: fp16 with fp32 "
         "accumulation, or fp32 with IEEE products (exact, slower)",
     },
     "fused_attention_operands": {
+        "requires": {"fused_kernel": "triton"},
         "values": ["fp16", "fp32_ieee"],
         "doc": "operands of the fused attention's QK^T and PV products (and the stored K/V): "
         "fp16, or fp32 with IEEE products",
     },
     "fused_ffn_operands": {
+        "requires": {"fused_kernel": "triton"},
         "values": ["fp16", "fp32_ieee"],
         "doc": "operands of the fused FFN's two GEMMs: fp16, or fp32 with IEEE products",
     },
     "fused_rows": {
+        "requires": {"fused_kernel": "triton"},
         "values": ["auto", "16", "32", "64", "128"],
         "doc": "query rows per program of the fused kernels: auto picks the most the registers "
         "allow, fewer when the grid would leave SMs idle",
     },
     "fused_warps": {
+        "requires": {"fused_kernel": "triton"},
         "values": ["auto", "4", "8"],
         "doc": "warps per program of the fused kernels (auto: 4)",
     },
     "fused_keys": {
+        "requires": {"fused_kernel": "triton"},
         "values": ["auto", "16", "32", "64", "128"],
         "doc": "keys per block of the fused attention's online-softmax loop (auto: up to 64, "
         "fewer when the score tile would spill)",
     },
     "fused_ffn_block": {
+        "requires": {"fused_kernel": "triton"},
         "values": ["auto", "16", "32", "64", "128"],
         "doc": "FFN columns per block of the fused FFN loop (auto: up to 64)",
     },
     "fused_stages": {
+        "requires": {"fused_kernel": "triton"},
         "values": ["auto", "1", "2", "3", "4"],
         "doc": "software-pipelining stages of the fused kernels' loops (auto: Triton's default)",
     },

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Issue 13 on one nvidia-h200 in two commands (a session's device time holds about two):
+#   search: a search from the seed (neutral priors, offline operator, composition, unattended)
+#           with MINUTES of whole-run budget; asked to stop after its current stage at STOP_S,
+#           aborted at KILL_S; its frontier checked on the feasibility config and exported.
+#   bench:  that frontier against the eager reference and torch.compile(max-autotune) on
+#           configs 1-13, every arm under both protocols in one process per config.
+# Both run from a clean `git archive` of the commit (build/clean.tgz), never a working tree.
+#   usage (device, repo root, $OUT set):
+#     bash benchmarks/gpu/issue13_session.sh search MINUTES STOP_S KILL_S
+#     bash benchmarks/gpu/issue13_session.sh bench FRONTIER_DIR    (the search's files, carried)
+set -uo pipefail
+mode=${1:?search or bench}
+frontier_in=$(realpath -m "${2:-build/issue13}")
+mkdir -p /tmp/clean && tar xzf build/clean.tgz -C /tmp/clean && cp -r .whl /tmp/clean/
+cd /tmp/clean || exit 1
+python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl >/dev/null 2>&1
+export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
+cat build_commit.txt
+ratchet() { python3 -m orchestrator.cli "$@"; }
+
+if [ "$mode" = search ]; then
+    minutes=${2:?MINUTES} stop_s=${3:?STOP_S} kill_s=${4:?KILL_S}
+    # The abort: a second signal stops the stage in flight (the run resumes from its ledger).
+    ( sleep "$kill_s"; pkill -TERM -f "orchestrator.cli run" ) &
+    watchdog=$!
+    python3 benchmarks/cpu_default_run.py --device cuda --minutes "$minutes" \
+        --hard-stop-s "$stop_s" --inject-after 0 --run-dir /tmp/run \
+        --status-json "$OUT/status.json" --out "$OUT/run.md" > "$OUT/run.log" 2>&1
+    kill "$watchdog" 2>/dev/null
+    tail -40 "$OUT/run.log"
+    ratchet export --run-dir /tmp/run --out "$OUT/frontier" \
+        || ratchet export --run-dir /tmp/run --out "$OUT/frontier-unchecked" --unchecked
+    ratchet ledger verify --run-dir /tmp/run
+    tar czf "$OUT/run.tgz" -C /tmp run
+    exit 0
+fi
+
+frontier=$frontier_in/frontier/submission.py
+[ -f "$frontier" ] || frontier=$frontier_in/frontier-unchecked/submission.py
+python3 benchmarks/track3_h200.py --frontier "$frontier" --compile-mode max-autotune \
+    --compile-threads 8 --rounds 10 --ledger-summary "$frontier_in/status.json" \
+    --out "$OUT/bench.md" --json-out "$OUT/bench.json" > "$OUT/bench.log" 2>&1
+tail -40 "$OUT/bench.md"
