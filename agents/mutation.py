@@ -144,7 +144,10 @@ def propose_variant(
         donor = donors[int(rng.integers(len(donors)))]
         for name in values:
             donated = donor.get(name)
-            if name not in reasons and donated in values[name] and rng.random() < 0.5:
+            # A donor gives what its own lineage changed: values[0] is the reference's setting,
+            # which copying would only undo in the parent.
+            changed = donated in values[name] and donated != values[name][0]
+            if name not in reasons and changed and rng.random() < 0.5:
                 child[name] = donor[name]
                 reasons[name] = ChangeReason.RECOMBINE
     unchanged = space.effective(child) == space.effective(parent)

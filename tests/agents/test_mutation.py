@@ -243,3 +243,18 @@ def test_effective_settings_ignore_tunables_that_do_not_act(search_space: Search
     assert search_space.effective(tunables) == {"fused_kernel": "none", "gelu": "erf"}
     on = {**tunables, "fused_kernel": "triton"}
     assert search_space.effective(on) == on
+
+
+def test_a_donor_never_gives_back_the_reference_setting(
+    space: dict[str, list[str]], parent: dict[str, str]
+) -> None:
+    # The parent moved every tunable off the reference; a donor that kept the reference
+    # everywhere has nothing to give (it would only undo the parent's changes).
+    moved = {name: values[1] for name, values in space.items()}
+    reference = {name: values[0] for name, values in space.items()}
+    settings = OperatorSettings(p_recombine=1.0, p_extra_mutation=0.0)
+    rng = np.random.default_rng(7)
+    for _ in range(50):
+        variant = propose_variant(moved, space, {"gelu": "erf"}, [reference], rng, settings)
+        assert variant.tunables == {**moved, "gelu": "erf"}
+        assert ChangeReason.RECOMBINE not in variant.reasons.values()

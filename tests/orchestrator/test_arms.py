@@ -38,3 +38,16 @@ def test_any_measured_candidate_but_the_parent_may_donate() -> None:
     many = {f"x{i}": _measured(f"x{i}", 1 + i / 100) for i in range(2 * MAX_DONORS)}
     state.candidates = many
     assert len(recombination_donors(state, "x0")) == MAX_DONORS
+
+
+def test_the_parents_ancestors_never_donate() -> None:
+    # seed -> a -> b (the parent); c is a sibling of a: only c crosses with b.
+    seed = _measured("seed", 1.0, Verdict.PROMOTED)
+    seed.parent_sha = None
+    a, b, c = _measured("a", 2.0, Verdict.PROMOTED), _measured("b", 3.0), _measured("c", 1.5)
+    b.parent_sha = "a"
+    state = SearchState()
+    state.candidates = {x.sha: x for x in (seed, a, b, c)}
+    assert recombination_donors(state, "b") == ["c"]
+    # The check can fail: from a's sibling's point of view, a and b are other lineages.
+    assert recombination_donors(state, "c") == ["b", "a"]
