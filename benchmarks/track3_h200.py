@@ -283,9 +283,37 @@ def render(report: dict[str, Any]) -> str:
     for key, value in summary.items():
         lines.append(f"- {key.replace('_', ' ')}: **{value:.2f}x**")
     if report.get("ledger_summary"):
-        lines += ["", "## The search run that found the frontier", "", "```"]
-        lines += [json.dumps(report["ledger_summary"], indent=2)[:6000], "```"]
+        lines += _ledger_summary(report["ledger_summary"])
     return "\n".join(lines) + "\n"
+
+
+def _ledger_summary(status: dict[str, Any]) -> list[str]:
+    """The run behind the frontier (`ratchet status --json`): counts, verdicts, and which gains
+    the search discovered and which were enabled by hand."""
+    frontier = status.get("frontier") or {}
+    verdicts = ", ".join(f"{k} {v}" for k, v in sorted((status.get("verdicts") or {}).items()))
+    lines = ["", "## The search run that found the frontier", ""]
+    lines += ["| figure | value |", "|---|---|"]
+    lines += [
+        f"| steps | {status.get('steps')} |",
+        f"| candidates (seed included) | {status.get('candidates')} |",
+        f"| promotions | {status.get('promoted')} |",
+        f"| verdicts | {verdicts} |",
+        f"| noise floor | {status.get('noise_floor')} |",
+        f"| frontier | `{str(frontier.get('sha', ''))[:12]}` (step {frontier.get('step')}) |",
+        f"| ledger verified | {status.get('ledger_verified')} |",
+    ]
+    tried = [i for i in status.get("ideas") or [] if i.get("trials")]
+    lines += ["", "Ideas the sampler drew (trials / successes): "]
+    lines[-1] += ", ".join(f"{i['id']} {i['trials']}/{i['successes']}" for i in tried) or "none"
+    lines += ["", "Gains on the frontier's lineage (discovered by the search, or enabled by hand):"]
+    lines += [""]
+    for gain in status.get("gains") or []:
+        lines.append(
+            f"- step {gain.get('step')} `{str(gain.get('sha', ''))[:10]}` {gain.get('idea_id')}: "
+            f"{gain.get('gain', 0):.3f}x, {gain.get('origin')} ({gain.get('note')})"
+        )
+    return lines
 
 
 def _organizer_table(rows: list[dict[str, Any]]) -> list[str]:

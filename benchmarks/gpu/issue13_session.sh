@@ -7,10 +7,14 @@
 #           configs 1-13, every arm under both protocols in one process per config.
 # Both run from a clean `git archive` of the commit (build/clean.tgz), never a working tree.
 #   usage (device, repo root, $OUT set):
-#     bash benchmarks/gpu/issue13_session.sh search MINUTES STOP_S KILL_S
+#     bash benchmarks/gpu/issue13_session.sh search MINUTES STOP_S KILL_S [resume]
 #     bash benchmarks/gpu/issue13_session.sh bench FRONTIER_DIR    (the search's files, carried)
+# `resume` goes on with /tmp/run (a warm machine) or with build/issue13/run.tgz (carried).
+# A run stopped by its MINUTES checks its frontier on config 14 before it exits; one stopped by
+# the STOP_S signal does not, and its export is then marked unchecked.
 set -uo pipefail
 mode=${1:?search or bench}
+root=$PWD
 frontier_in=$(realpath -m "${2:-build/issue13}")
 mkdir -p /tmp/clean && tar xzf build/clean.tgz -C /tmp/clean && cp -r .whl /tmp/clean/
 cd /tmp/clean || exit 1
@@ -20,12 +24,16 @@ cat build_commit.txt
 ratchet() { python3 -m orchestrator.cli "$@"; }
 
 if [ "$mode" = search ]; then
-    minutes=${2:?MINUTES} stop_s=${3:?STOP_S} kill_s=${4:?KILL_S}
+    minutes=${2:?MINUTES} stop_s=${3:?STOP_S} kill_s=${4:?KILL_S} resume=()
+    if [ "${5:-}" = resume ]; then
+        [ -f /tmp/run/ledger.sqlite ] || tar xzf "$root/build/issue13/run.tgz" -C /tmp
+        resume=(--resume)
+    fi
     # The abort: a second signal stops the stage in flight (the run resumes from its ledger).
     ( sleep "$kill_s"; pkill -TERM -f "orchestrator.cli run" ) &
     watchdog=$!
     python3 benchmarks/cpu_default_run.py --device cuda --minutes "$minutes" \
-        --hard-stop-s "$stop_s" --inject-after 0 --run-dir /tmp/run \
+        --hard-stop-s "$stop_s" --inject-after 0 --run-dir /tmp/run "${resume[@]}" \
         --status-json "$OUT/status.json" --out "$OUT/run.md" > "$OUT/run.log" 2>&1
     kill "$watchdog" 2>/dev/null
     tail -40 "$OUT/run.log"
