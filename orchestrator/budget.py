@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 
 from ledger import StoredEvent
 from orchestrator.events import EventKind
@@ -46,10 +46,13 @@ class Invocation:
     start_seq: int  # ledger head when its loop began
     earlier_s: float  # wall time of the run's earlier invocations
     earlier_count: int  # how many there were
+    # Before its loop this invocation qualified and calibrated; counted as for earlier ones.
+    before_loop_s: float = 0.0
 
     def used_s(self) -> float:
-        """Wall time the whole run has used, this invocation included."""
-        return self.earlier_s + time.monotonic() - self.started_at
+        """Wall time the whole run has used, this invocation included (from its run_started
+        event, as earlier invocations are counted, not only from its loop)."""
+        return self.earlier_s + self.before_loop_s + time.monotonic() - self.started_at
 
     def elapsed_s(self) -> float:
         """Wall time of this invocation's loop."""
@@ -59,12 +62,19 @@ class Invocation:
 def begin_invocation(events: list[StoredEvent], state: SearchState, head_seq: int) -> Invocation:
     """The invocation starting now, with what the run's earlier ones used."""
     earlier_s, count = earlier_invocations(events)
+    starts = [e for e in events if e.record.kind == EventKind.RUN_STARTED]
+    before_loop_s = 0.0
+    if starts:
+        stamp = datetime.fromisoformat(starts[-1].created_at)
+        stamp = stamp if stamp.tzinfo else stamp.replace(tzinfo=UTC)
+        before_loop_s = max(0.0, (datetime.now(UTC) - stamp).total_seconds())
     return Invocation(
         started_at=time.monotonic(),
         first_step=state.next_step,
         start_seq=head_seq,
         earlier_s=earlier_s,
         earlier_count=count,
+        before_loop_s=before_loop_s,
     )
 
 

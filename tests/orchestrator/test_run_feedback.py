@@ -5,6 +5,7 @@ that count the whole run, and a row of identical failures recognised."""
 from __future__ import annotations
 
 import threading
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,7 @@ from harness.lock import DeviceLock
 from harness.runner import RunnerSettings
 from ledger import EventRecord, Ledger, StoredEvent
 from orchestrator import cli
-from orchestrator.budget import earlier_invocations
+from orchestrator.budget import begin_invocation, budget_stop, earlier_invocations
 from orchestrator.device_wait import LockPacing, lock_busy, wait_for_device
 from orchestrator.events import (
     EvaluationSummary,
@@ -123,6 +124,23 @@ def test_earlier_invocations_count_toward_the_run_budget() -> None:
     ]
     assert earlier_invocations(events) == (165.0, 2)
     assert earlier_invocations(events[:1]) == (0.0, 0)
+
+
+def test_this_invocation_counts_from_its_run_started_event() -> None:
+    # Qualification and calibration ran before the loop: the budget counts them, as it does
+    # for earlier invocations (from run_started), not only the loop.
+    now = datetime.now(UTC)
+    events = [
+        _event(1, EventKind.RUN_STARTED, (now - timedelta(seconds=400)).isoformat()),
+        _event(2, EventKind.RUN_STOPPED, (now - timedelta(seconds=300)).isoformat()),
+        _event(3, EventKind.RUN_STARTED, (now - timedelta(seconds=60)).isoformat()),
+    ]
+    invocation = begin_invocation(events, SearchState(), head_seq=3)
+    assert invocation.earlier_s == 100.0 and invocation.earlier_count == 1
+    assert 159.0 < invocation.used_s() < 170.0
+    assert invocation.elapsed_s() < 5.0  # the loop's own time starts now
+    assert budget_stop(invocation, SearchState(), minutes=2.5, max_candidates=None)
+    assert budget_stop(invocation, SearchState(), minutes=3.0, max_candidates=None) is None
 
 
 def _step(state: SearchState, number: int, verdict: Verdict | None, findings: str | None) -> None:
