@@ -14,21 +14,10 @@ def recombination_donors(state: SearchState, parent_sha: str) -> list[str]:
     the frontier. An ancestor differs from the parent only by the lineage's own changes, so
     crossing with it could only undo them (the seed as donor switched a parent's CUDA graph
     off on the H200)."""
-    excluded = _lineage_of(state, parent_sha)
+    excluded = {parent_sha, *state.ancestry(parent_sha)}
     measured = [c for c in state.candidates.values() if c.expandable and c.sha not in excluded]
     measured.sort(key=lambda c: (-(c.objective or 0.0), c.step))
     return [c.sha for c in measured[:MAX_DONORS]]
-
-
-def _lineage_of(state: SearchState, sha: str) -> set[str]:
-    """The candidate and every ancestor of it the run knows."""
-    seen: set[str] = set()
-    current: str | None = sha
-    while current is not None and current not in seen:
-        seen.add(current)
-        cand = state.candidates.get(current)
-        current = cand.parent_sha if cand is not None else None
-    return seen
 
 
 def screen_arms(sha: str, parent: str, frontier: str | None) -> dict[str, str]:

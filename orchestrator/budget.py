@@ -17,13 +17,19 @@ from orchestrator.events import EventKind
 from orchestrator.state import SearchState
 
 
+def _stamp(stored: StoredEvent) -> datetime:
+    """When the event was recorded (the writer stamps UTC; a naive stamp is read as UTC)."""
+    stamp = datetime.fromisoformat(stored.created_at)
+    return stamp if stamp.tzinfo else stamp.replace(tzinfo=UTC)
+
+
 def earlier_invocations(events: list[StoredEvent]) -> tuple[float, int]:
     """Wall seconds and count of the invocations before the newest one (the running one)."""
     spans: list[float] = []
     start: datetime | None = None
     last: datetime | None = None
     for stored in events:
-        stamp = datetime.fromisoformat(stored.created_at)
+        stamp = _stamp(stored)
         if stored.record.kind == EventKind.RUN_STARTED:
             if start is not None and last is not None:
                 spans.append((last - start).total_seconds())
@@ -65,9 +71,7 @@ def begin_invocation(events: list[StoredEvent], state: SearchState, head_seq: in
     starts = [e for e in events if e.record.kind == EventKind.RUN_STARTED]
     before_loop_s = 0.0
     if starts:
-        stamp = datetime.fromisoformat(starts[-1].created_at)
-        stamp = stamp if stamp.tzinfo else stamp.replace(tzinfo=UTC)
-        before_loop_s = max(0.0, (datetime.now(UTC) - stamp).total_seconds())
+        before_loop_s = max(0.0, (datetime.now(UTC) - _stamp(starts[-1])).total_seconds())
     return Invocation(
         started_at=time.monotonic(),
         first_step=state.next_step,

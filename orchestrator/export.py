@@ -102,15 +102,6 @@ def _candidate(state: SearchState, repo: git.Repo, prefix: str | None) -> Candid
     return state.candidates[sha]
 
 
-def _lineage(state: SearchState, sha: str) -> list[str]:
-    chain = []
-    current: str | None = sha
-    while current is not None:
-        chain.append(current)
-        current = state.candidates[current].parent_sha
-    return chain
-
-
 def _sweep_for(ledger: Ledger, sha: str) -> EvaluationSummary | None:
     """The candidate's last full sweep (earlier ones were tainted and measured again)."""
     found = None
@@ -299,7 +290,7 @@ def export_candidate(
         entry_module=submission.entry_module,
         files=sorted(submission.files),
         form_note=submission.note,
-        declared_lineage=_lineage(state, cand.sha),
+        declared_lineage=state.ancestry(cand.sha),
         verdict=cand.verdict.value if cand.verdict else None,
         objective=cand.objective,
         objective_kind=cand.details.get("objective_kind"),

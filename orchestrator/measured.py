@@ -127,21 +127,17 @@ def record_screen(ctx: LoopContext, plan: StagePlan, result: EvaluationResult) -
     vs_frontier = estimate(result.aggregate("frontier"))
     text += f", {vs_frontier.describe()} vs frontier" if vs_frontier else ""
     reading = screen_reading(job.arms, plan.frontier_sha, result, vs_parent)
-    gate = gate_screen(reading, ctx.noise_floor)
-    if (
-        ctx.settings.screen_gate is ScreenGateRule.PARENT
-        and gate is ScreenGate.NO_WIN_OVER_FRONTIER
-    ):
-        gate = ScreenGate.SWEEP
+    require_win = ctx.settings.screen_gate is ScreenGateRule.FRONTIER
+    gate = gate_screen(reading, ctx.noise_floor, require_win)
     if gate is not ScreenGate.SWEEP:
         details = VerdictDetails(
             step=job.step, success=False, vs_parent=ratio_dict(result.aggregate("parent"))
         )
-        reason = f"screen: {_GATE_REASONS[gate]} ({text})"
+        reason = f"screen: {GATE_REASONS[gate]} ({text})"
         records.append(verdict_record(job.sha, Verdict.REJECTED, reason, Stage.SCREEN, details))
         ctx.ledger.append_many(records)
         ctx.reporter.line(
-            f"{label}screen: correct, {text}: rejected, {_GATE_REASONS[gate]} "
+            f"{label}screen: correct, {text}: rejected, {GATE_REASONS[gate]} "
             f"({result.wall_s:.1f} s)"
         )
         return
@@ -149,7 +145,7 @@ def record_screen(ctx: LoopContext, plan: StagePlan, result: EvaluationResult) -
     ctx.reporter.line(f"{label}screen: correct, {text} ({result.wall_s:.1f} s)")
 
 
-_GATE_REASONS = {
+GATE_REASONS = {
     ScreenGate.SLOWER_THAN_PARENT: "clearly slower than its parent",
     ScreenGate.NO_WIN_OVER_FRONTIER: "faster than the frontier beyond the noise floor on no "
     "screening config",

@@ -72,11 +72,7 @@ def _gain_over_parent(state: SearchState, cand: CandidateView) -> float | None:
 
 def frontier_gains(state: SearchState) -> list[FrontierGain]:
     """The declared lineage from the seed to the frontier, each step with its origin."""
-    path: list[CandidateView] = []
-    sha = state.frontier_sha
-    while sha is not None and sha in state.candidates and len(path) <= len(state.candidates):
-        path.append(state.candidates[sha])
-        sha = state.candidates[sha].parent_sha
+    path = [state.candidates[sha] for sha in state.ancestry(state.frontier_sha)]
     gains = []
     for cand in reversed(path):
         if cand.parent_sha is None:

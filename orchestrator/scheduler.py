@@ -142,8 +142,9 @@ class Dispatcher:
             sha=existing,
             tree_sha=tree_of(self.ctx.repo, existing),
         )
-        if unique_result(state, left).sha is None:
-            record_expansion(self.ctx, step, unique_result(state, left))
+        unique = unique_result(state, left)
+        if unique.sha is None:
+            record_expansion(self.ctx, step, unique)
             return True
         return recover_commit(self.ctx, step.started, self.ctx.expander.name)
 

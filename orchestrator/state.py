@@ -189,6 +189,15 @@ class SearchState:
         ideas = {arm.idea_id for arm in self.idea_arms(device_kind)}
         return {sha for sha, tried in self.no_change.items() if ideas and ideas <= tried}
 
+    def ancestry(self, sha: str | None) -> list[str]:
+        """The candidate, its parent, and so on to the seed (stops at a candidate the run
+        does not know, and never loops)."""
+        chain: list[str] = []
+        while sha is not None and sha in self.candidates and sha not in chain:
+            chain.append(sha)
+            sha = self.candidates[sha].parent_sha
+        return chain
+
     def lineage(self, exhausted: frozenset[str] = frozenset()) -> list[LineageNode]:
         """Declared parent graph with outcomes, plus failed expansions as failure leaves
         (infrastructure failures are no leaves: they say nothing about the clade); exhausted

@@ -39,7 +39,6 @@ from search.promotion import (
     classify_change,
     decide_verdict,
     gate_screen,
-    screen_filter,
 )
 from search.verification import (
     VerificationDecision,
@@ -92,5 +91,4 @@ __all__ = [
     "plan_dispatch",
     "posterior_parameters",
     "prior_parameters",
-    "screen_filter",
 ]

@@ -110,12 +110,6 @@ def classify_change(estimate: RatioEstimate, noise_floor: float) -> Change:
     return Change.NO_CLEAR_CHANGE
 
 
-def screen_filter(vs_parent: RatioEstimate, noise_floor: float) -> bool:
-    """True when a screened candidate should go on to the full sweep (not clearly slower)."""
-    # The screen sees few configs, so only a clear slowdown is strong enough to stop a candidate.
-    return classify_change(vs_parent, noise_floor) is not Change.SLOWER
-
-
 class ScreenGate(enum.StrEnum):
     """Where a correct screened candidate goes next."""
 
@@ -142,16 +136,19 @@ class ScreenReading(BaseModel):
     )
 
 
-def gate_screen(reading: ScreenReading, noise_floor: float) -> ScreenGate:
+def gate_screen(
+    reading: ScreenReading, noise_floor: float, require_frontier_win: bool = True
+) -> ScreenGate:
     """SWEEP when the candidate beats the frontier by more than the floor on some screening
     config (it may win a regime), or is clearly faster than a parent that is not the frontier
-    (its lineage improves); a clear slowdown against the parent, or no win anywhere, ends it."""
+    (its lineage improves); a clear slowdown against the parent, or no win anywhere, ends it.
+    Without require_frontier_win only a clear slowdown ends it (the screen sees few configs)."""
     check_noise_floor(noise_floor)
     vs_parent = reading.vs_parent
     change = classify_change(vs_parent, noise_floor) if vs_parent is not None else None
     if change is Change.SLOWER:
         return ScreenGate.SLOWER_THAN_PARENT
-    if not reading.vs_frontier_by_config or reading.tainted:
+    if not require_frontier_win or not reading.vs_frontier_by_config or reading.tainted:
         return ScreenGate.SWEEP
     if max(reading.vs_frontier_by_config.values()) > 1 + noise_floor:
         return ScreenGate.SWEEP

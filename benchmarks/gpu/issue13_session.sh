@@ -44,9 +44,11 @@ if [ "$mode" = search ]; then
     exit 0
 fi
 
-frontier=$frontier_in/frontier/submission.py
-[ -f "$frontier" ] || frontier=$frontier_in/frontier-unchecked/submission.py
+# Relative paths: the report records its command, and no machine's directories belong there.
+rm -rf issue13-in && cp -r "$frontier_in" issue13-in
+frontier=issue13-in/frontier/submission.py
+[ -f "$frontier" ] || frontier=issue13-in/frontier-unchecked/submission.py
 python3 benchmarks/track3_h200.py --frontier "$frontier" --compile-mode max-autotune \
-    --compile-threads 8 --rounds 10 --ledger-summary "$frontier_in/status.json" \
+    --compile-threads 8 --rounds 10 --ledger-summary issue13-in/status.json \
     --out "$OUT/bench.md" --json-out "$OUT/bench.json" > "$OUT/bench.log" 2>&1
 tail -40 "$OUT/bench.md"

@@ -63,12 +63,7 @@ class Lineage(BaseModel):
 
 
 def _frontier_path(data: RunData) -> set[str]:
-    path: set[str] = set()
-    sha = data.state.frontier_sha
-    while sha is not None and sha in data.state.candidates and sha not in path:
-        path.add(sha)
-        sha = data.state.candidates[sha].parent_sha
-    return path
+    return set(data.state.ancestry(data.state.frontier_sha))
 
 
 def _git_parents(repo: git.Repo | None, sha: str) -> list[str] | None:

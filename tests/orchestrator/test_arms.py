@@ -51,3 +51,14 @@ def test_the_parents_ancestors_never_donate() -> None:
     assert recombination_donors(state, "b") == ["c"]
     # The check can fail: from a's sibling's point of view, a and b are other lineages.
     assert recombination_donors(state, "c") == ["b", "a"]
+
+
+def test_ancestry_stops_at_unknown_parents_and_never_loops() -> None:
+    a, b = _measured("a", 1.0), _measured("b", 2.0)
+    a.parent_sha, b.parent_sha = "b", "a"  # a corrupt, cyclic parent graph
+    state = SearchState()
+    state.candidates = {"a": a, "b": b}
+    assert state.ancestry("a") == ["a", "b"]
+    b.parent_sha = "gone"  # a parent the run does not know
+    assert state.ancestry("a") == ["a", "b"]
+    assert state.ancestry(None) == [] and state.ancestry("nope") == []

@@ -15,7 +15,6 @@ from search.promotion import (
     classify_change,
     decide_verdict,
     gate_screen,
-    screen_filter,
 )
 
 FLOOR = 0.01
@@ -173,8 +172,16 @@ def test_floor_is_formatted_as_a_percentage() -> None:
         (ratio(1.10, 1.20, 1.30), True),
     ],
 )
-def test_screen_filter_drops_only_clear_slowdowns(estimate: RatioEstimate, expected: bool) -> None:
-    assert screen_filter(estimate, FLOOR) is expected
+def test_the_parent_rule_drops_only_clear_slowdowns(
+    estimate: RatioEstimate, expected: bool
+) -> None:
+    # screen_gate=parent: no win over the frontier is needed (here there is none anywhere).
+    screened = ScreenReading(
+        vs_parent=estimate, vs_frontier_by_config={"1": 0.9}, parent_is_frontier=True
+    )
+    gate = gate_screen(screened, FLOOR, require_frontier_win=False)
+    assert gate is (ScreenGate.SWEEP if expected else ScreenGate.SLOWER_THAN_PARENT)
+    assert gate_screen(screened, FLOOR) is not ScreenGate.SWEEP  # the default rule stops it
 
 
 def test_verdict_values_are_stable_strings() -> None:
