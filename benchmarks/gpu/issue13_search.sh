@@ -7,12 +7,7 @@
 set -uo pipefail
 minutes=${1:-6}
 hard_stop=$(python3 -c "print(int(float('$minutes') * 60))")
-mkdir -p /tmp/clean && tar xzf build/clean.tgz -C /tmp/clean && cp -r .whl /tmp/clean/
-cd /tmp/clean || exit 1
-python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl >/dev/null 2>&1
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
-cat build_commit.txt
-ratchet() { python3 -m orchestrator.cli "$@"; }
+source benchmarks/gpu/clean_checkout.sh
 python3 benchmarks/cpu_default_run.py --device cuda --minutes "$minutes" --hard-stop-s "$hard_stop" \
     --inject-after 0 --run-dir /tmp/run --export "$OUT/frontier" \
     --status-json "$OUT/status.json" --out "$OUT/run.md" > "$OUT/run.log" 2>&1

@@ -16,12 +16,7 @@ set -uo pipefail
 mode=${1:?search or bench}
 root=$PWD
 frontier_in=$(realpath -m "${2:-build/issue13}")
-mkdir -p /tmp/clean && tar xzf build/clean.tgz -C /tmp/clean && cp -r .whl /tmp/clean/
-cd /tmp/clean || exit 1
-python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl >/dev/null 2>&1
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
-cat build_commit.txt
-ratchet() { python3 -m orchestrator.cli "$@"; }
+source benchmarks/gpu/clean_checkout.sh
 
 if [ "$mode" = search ]; then
     minutes=${2:?MINUTES} stop_s=${3:?STOP_S} kill_s=${4:?KILL_S} resume=()

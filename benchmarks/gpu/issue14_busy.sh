@@ -6,11 +6,7 @@
 set -uo pipefail
 minutes=${1:-3.5}
 hard_stop=${2:-250}
-mkdir -p /tmp/clean && tar xzf build/clean.tgz -C /tmp/clean && cp -r .whl /tmp/clean/
-cd /tmp/clean || exit 1
-python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl >/dev/null 2>&1
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
-cat build_commit.txt
+source benchmarks/gpu/clean_checkout.sh
 nvidia-smi --query-gpu=name,uuid,driver_version --format=csv,noheader
 for arm in serial 0:2; do
     name=$(echo "$arm" | tr ':,' '__')
