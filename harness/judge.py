@@ -171,25 +171,46 @@ class Judge:
     def evaluate(
         self, load_entry: Callable[[ArmSpec], type]
     ) -> tuple[Outcome, str, RejectReason | None]:
-        """Gate every config, then time and re-check only if the judged arm passed everywhere."""
+        """Gate every config, then time and re-check only if the judged arm passed everywhere
+        (or, with time_past_failures, on the configs it passed)."""
         req = self.request
         self.entries = {a.name: load_entry(a) for a in req.arms if a.kind is ArmKind.MODULE}
         self._check_guard()
         self.configs = [self._check_config(cid) for cid in req.config_ids]
         self._check_guard()
-        failing = [t for c in self.configs for t in c.trials if not t.passed]
-        if failing:
-            bad = [c.config_id for c in self.configs if not c.correct]
-            first = failing[0]
-            message = f"failed correctness on configs {bad}: {describe_failure(first)}"
-            raise EvaluationFailure(Outcome.INCORRECT, message, first.reason)
-        timed = [c for c in self.configs if c.config_id not in req.oracle_config_ids]
+        gate_failure = self._gate_failure()
+        if gate_failure is not None and not req.time_past_failures:
+            raise gate_failure
+        timed = [c for c in self.configs if c.correct and c.config_id not in req.oracle_config_ids]
         if req.timing is None or len(req.arms) < 2 or not timed:
+            if gate_failure is not None:
+                raise gate_failure
             return Outcome.PASSED, "correct (no timing requested)", None
-        logs = {c.config_id: self._time_config(c) for c in timed}
+        logs, recheck_failure = {}, None
+        for config in timed:
+            try:
+                logs[config.config_id] = self._time_config(config)
+            except EvaluationFailure as late:
+                # Only a failed re-check leaves a failing trial on the config; the other
+                # configs still show where the variant is fast. Anything else ends it here.
+                if not req.time_past_failures or config.correct:
+                    raise
+                recheck_failure = recheck_failure or late
         self._check_guard()
+        first_failure = gate_failure or recheck_failure
+        if first_failure is not None:
+            raise first_failure
         self.aggregates = self._aggregate(logs)
         return Outcome.PASSED, "correct and timed", None
+
+    def _gate_failure(self) -> EvaluationFailure | None:
+        """INCORRECT naming every config that failed the gate and its first failure, if any."""
+        failing = [t for c in self.configs for t in c.trials if not t.passed]
+        if not failing:
+            return None
+        bad = [c.config_id for c in self.configs if not c.correct]
+        message = f"failed correctness on configs {bad}: {describe_failure(failing[0])}"
+        return EvaluationFailure(Outcome.INCORRECT, message, failing[0].reason)
 
     def _check_config(self, config_id: str) -> ConfigResult:
         req = self.request

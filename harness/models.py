@@ -191,6 +191,14 @@ class EvaluationRequest(BaseModel):
         description="Configs the reference cannot run: checked against the workload's "
         "memory-bounded oracle and reported as feasibility, never timed against a baseline.",
     )
+    time_past_failures: bool = Field(
+        default=False,
+        description="Time the configs the judged arm got right even when it failed others, "
+        "and go on after a config fails its re-check: where a variant is correct and fast is "
+        "the evidence a dispatch composition reads. The outcome stays INCORRECT, the failing "
+        "configs are never timed or credited, and spot-check or integrity failures still end "
+        "the evaluation at once.",
+    )
 
     @model_validator(mode="after")
     def _arms_are_consistent(self) -> EvaluationRequest:

@@ -150,6 +150,9 @@ def build_request(judging: Judging, job: StageRequest) -> EvaluationRequest:
         device_peaks=judging.device_peaks,
         timing=job.timing,
         config_weights=job.config_weights,
+        # A sweep's per-config timings of a variant that fails elsewhere are what a dispatch
+        # composition serves it by; a screen stops at the first failure (it is cheap to redo).
+        time_past_failures=job.stage is Stage.SWEEP,
         seed=secrets.randbelow(2**31),
         torch_threads=judging.torch_threads,
     )

@@ -127,3 +127,29 @@ def test_a_chain_of_ratios_never_crosses_devices(tmp_path: Path) -> None:
     assert scores[X]["c1"].median == pytest.approx(3.6)
     assert Y not in scores
     ledger.close()
+
+
+def test_an_incorrect_sweep_scores_where_it_was_right_never_where_it_failed(
+    tmp_path: Path,
+) -> None:
+    """A sweep timed past its failures (time_past_failures): the config that failed its
+    re-check after timing carries ratios but is not correct, so it is never scored."""
+    ledger = Ledger.open_path(tmp_path / "incorrect.sqlite")
+    baseline = {"baseline": "reference"}
+    frontier = summary(
+        F, Stage.SWEEP, baseline, {c: [ratio("baseline", 2.0)] for c in ("c1", "c2", "c3")}
+    )
+    failed = summary(
+        X,
+        Stage.SWEEP,
+        {"parent": F, **baseline},
+        {c: [ratio("parent", 3.0), ratio("baseline", 6.0)] for c in ("c1", "c2", "c3")},
+    )
+    rechecked = failed.configs[1].model_copy(update={"correct": False, "failed_elements": 1})
+    configs = [failed.configs[0], rechecked, failed.configs[2]]
+    failed = failed.model_copy(update={"outcome": "incorrect", "configs": configs})
+    ledger.append_many([e.to_event(EventKind.EVALUATION) for e in (frontier, failed)])
+    scores = measured_scores(ledger, anchor=F)
+    assert set(scores[X]) == {"c1", "c3"}
+    assert scores[X]["c3"].median == pytest.approx(6.0)
+    ledger.close()
