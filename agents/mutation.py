@@ -152,8 +152,12 @@ def propose_variant(
                 reasons[name] = ChangeReason.RECOMBINE
     unchanged = space.effective(child) == space.effective(parent)
     if unchanged or rng.random() < settings.p_extra_mutation:
-        # The idea is already in the parent (or we were asked to explore): move elsewhere.
-        moved = _mutate_random(child, space, set(targets), rng)
+        # The idea is already in the parent (or we were asked to explore): move elsewhere,
+        # but never off a setting the parent's lineage chose (values[0] is the reference's):
+        # that was measured and kept, and a random move would mostly undo a gain (on the
+        # H200 one put the fused kernels in and took the parent's CUDA graph out).
+        held = {n for n in values if parent.get(n, values[n][0]) != values[n][0]}
+        moved = _mutate_random(child, space, set(targets) | set(reasons) | held, rng)
         if moved:
             reasons[moved] = ChangeReason.EXPLORE
     return Variant(tunables=child, reasons=reasons)

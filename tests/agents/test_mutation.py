@@ -258,3 +258,32 @@ def test_a_donor_never_gives_back_the_reference_setting(
         variant = propose_variant(moved, space, {"gelu": "erf"}, [reference], rng, settings)
         assert variant.tunables == {**moved, "gelu": "erf"}
         assert ChangeReason.RECOMBINE not in variant.reasons.values()
+
+
+def test_exploration_never_moves_a_setting_the_parent_chose(
+    search_space: SearchSpace, parent: dict[str, str]
+) -> None:
+    """The extra move explores what the lineage left at the reference's setting; the graph
+    the parent switched on stays on whatever the idea does."""
+    explore = OperatorSettings(p_recombine=0.0, p_extra_mutation=1.0)
+    graphed = {**parent, "graph_capture": "cuda_graph"}
+    targets: dict[str, str | None] = {"fused_rows": None}
+    explored = set()
+    for seed in range(200):
+        variant = propose_variant(
+            graphed, search_space, targets, [], np.random.default_rng(seed), explore
+        )
+        assert variant.tunables["graph_capture"] == "cuda_graph"
+        explored |= {n for n, r in variant.reasons.items() if r is ChangeReason.EXPLORE}
+        assert variant.tunables["fused_kernel"] == "triton"  # set by the idea's requirement
+    assert explored and "graph_capture" not in explored
+    # From the seed itself the same move does reach the graph (the check above can fail).
+    reached = {
+        n
+        for seed in range(200)
+        for n, r in propose_variant(
+            parent, search_space, targets, [], np.random.default_rng(seed), explore
+        ).reasons.items()
+        if r is ChangeReason.EXPLORE
+    }
+    assert "graph_capture" in reached
