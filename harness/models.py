@@ -178,6 +178,12 @@ class EvaluationRequest(BaseModel):
     deadline_s: float | None = Field(
         default=None, description="The judge kills itself after this long (parent-independent)."
     )
+    time_limit_s: float | None = Field(
+        default=None,
+        gt=0,
+        description="This evaluation's own wall-clock cap, when shorter than the runner's "
+        "(None: the runner's); past it the judge is killed and the outcome is TIMEOUT.",
+    )
     mode: EvaluationMode = Field(default=EvaluationMode.EVALUATE, description="What to do.")
     recheck_trials: list[TrialSpec] = Field(
         default_factory=list,

@@ -298,9 +298,10 @@ def run_evaluation(
     request_path, result_path = work_dir / "request.json", work_dir / "result.json"
     log_path = work_dir / "judge.log"
     result_path.unlink(missing_ok=True)
+    limit_s = min(settings.timeout_s, request.time_limit_s or settings.timeout_s)
     if request.deadline_s is None:
         # Outlast the parent's own timeout slightly, so the parent normally reports TIMEOUT.
-        request = request.model_copy(update={"deadline_s": settings.timeout_s + 30})
+        request = request.model_copy(update={"deadline_s": limit_s + 30})
     request_path.write_text(request.model_dump_json(indent=2), encoding="utf-8")
     nonce = secrets.token_hex(16)
     locked = settings.slot.name if settings.slot is not None else request.device
@@ -325,13 +326,14 @@ def run_evaluation(
                 assert proc.stdin is not None
                 proc.stdin.write(nonce.encode() + b"\n")
                 proc.stdin.close()
-                _wait(proc, settings.timeout_s, log_path, progress)
+                _wait(proc, limit_s, log_path, progress)
             except subprocess.TimeoutExpired:
                 _stop(proc, _read_report(report_r)[0])
+                whose = "its own" if limit_s < settings.timeout_s else "the runner's"
                 return _failure(
                     request,
                     Outcome.TIMEOUT,
-                    f"judge exceeded {settings.timeout_s:.0f} s and was killed "
+                    f"judge exceeded {limit_s:.0f} s ({whose} time limit) and was killed "
                     f"with its processes; log tail:\n{_log_tail(log_path)}",
                 )
             except BaseException:

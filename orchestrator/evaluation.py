@@ -105,6 +105,7 @@ class StageRequest:
     timing: TimingPlan | None
     config_weights: dict[str, float]
     attempt: int = 0  # > 0: the stage measured again (its earlier sweep was tainted)
+    time_limit_s: float | None = None  # the stage's own cap (None: the runner's)
 
     @property
     def name(self) -> str:
@@ -153,6 +154,7 @@ def build_request(judging: Judging, job: StageRequest) -> EvaluationRequest:
         # A sweep's per-config timings of a variant that fails elsewhere are what a dispatch
         # composition serves it by; a screen stops at the first failure (it is cheap to redo).
         time_past_failures=job.stage is Stage.SWEEP,
+        time_limit_s=job.time_limit_s,
         seed=secrets.randbelow(2**31),
         torch_threads=judging.torch_threads,
     )

@@ -19,7 +19,7 @@ from orchestrator.evaluation import (
 )
 from orchestrator.events import Stage, VerdictDetails
 from orchestrator.replication import replication_records, riding_verification
-from orchestrator.settings import ScreenGateRule, default_timing
+from orchestrator.settings import ScreenGateRule, Settings, default_timing
 from orchestrator.stages import LoopContext, estimate, failed_verdict, verdict_record
 from orchestrator.state import SearchState, StepView
 from orchestrator.taint import tainted_line
@@ -36,6 +36,9 @@ from search import (
     gate_screen,
 )
 
+# A screen's cap never falls below this: the first build of a kernel-compiling candidate
+# (Triton, Inductor) takes tens of seconds on a cold cache before anything is wrong.
+SCREEN_FLOOR_S = 60.0
 
 @dataclass(frozen=True)
 class StagePlan:
@@ -106,8 +109,16 @@ def plan_screen(ctx: LoopContext, state: SearchState, step: StepView) -> StagePl
         config_ids=configs,
         timing=ctx.settings.screen_timing or default_timing(ctx.device, "screen"),
         config_weights=state.config_weights,
+        time_limit_s=screen_time_limit(ctx.settings),
     )
     return plan_stage(ctx, job, state.frontier_sha, None)
+
+
+def screen_time_limit(settings: Settings) -> float:
+    """The longest one screen may take: its share of the run's budget, at least
+    SCREEN_FLOOR_S (a first build compiles), at most the cap of any evaluation."""
+    share = settings.screen_time_share * settings.minutes * 60.0
+    return min(settings.eval_timeout_s, max(SCREEN_FLOOR_S, share))
 
 
 def record_screen(ctx: LoopContext, plan: StagePlan, result: EvaluationResult) -> None:

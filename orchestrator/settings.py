@@ -263,6 +263,14 @@ class Settings(BaseModel):
         "faster than a parent that is not the frontier; parent: every one not clearly slower "
         "than its parent (a sweep per candidate, as before).",
     )
+    screen_time_share: float = Field(
+        default=0.1,
+        gt=0,
+        le=1,
+        description="The longest one screen may take, as a share of the run's time budget "
+        "(never under 60 s, never over eval_timeout_s); a screen past it is a TIMEOUT. A "
+        "candidate whose build compiles for minutes would otherwise spend a short run's time.",
+    )
 
     @field_validator("expander")
     @classmethod

@@ -130,6 +130,23 @@ time.sleep(300)
     assert not _alive(child), "a process the candidate started survived the timeout"
 
 
+def test_a_request_time_limit_shorter_than_the_runners_ends_it_as_a_timeout(
+    write_candidate: WriteCandidate, tmp_path: Path, runner_settings: RunnerSettings
+) -> None:
+    module = write_candidate("slow", "time.sleep(0.5)\nreturn torch.softmax(x, dim=-1)")
+    module.write_text("import time\n" + module.read_text())
+    request = softmax_request(module, timing=False)
+    # Two configs x two trials, plus the aliasing and inference-mode calls: seconds of sleep.
+    limited = request.model_copy(update={"time_limit_s": 2.0})
+    started = time.monotonic()
+    result = run_evaluation(limited, tmp_path / "limited", runner_settings)
+    assert result.outcome is Outcome.TIMEOUT
+    assert "exceeded 2 s (its own time limit)" in result.message
+    assert time.monotonic() - started < 20
+    # The same candidate under the runner's limit alone passes.
+    assert run_evaluation(request, tmp_path / "free", runner_settings).outcome is Outcome.PASSED
+
+
 def test_a_process_left_running_after_a_passing_run_is_a_rejection(
     write_candidate: WriteCandidate, tmp_path: Path, runner_settings: RunnerSettings
 ) -> None:

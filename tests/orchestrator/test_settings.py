@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.measured import SCREEN_FLOOR_S, screen_time_limit
 from orchestrator.settings import DeviceChoice, SettingsError, default_timing, load_settings
 
 
@@ -64,3 +65,16 @@ def test_timing_defaults_depend_on_the_device() -> None:
         default_timing("cuda", "sweep").warmup_calls > default_timing("cpu", "sweep").warmup_calls
     )
     assert default_timing("cpu", "screen").budget_s < default_timing("cpu", "sweep").budget_s
+
+
+def test_a_screen_may_take_its_share_of_the_budget_within_bounds() -> None:
+    def limit(**flags: object) -> float:
+        return screen_time_limit(load_settings(flags, environ={}))
+
+    assert limit(minutes=14) == pytest.approx(84.0)  # a tenth of the run
+    assert limit(minutes=3) == SCREEN_FLOOR_S  # a first kernel build still fits
+    assert limit(minutes=480) == 600.0  # never past the cap of any evaluation
+    assert limit(minutes=480, eval_timeout_s=900) == 900.0
+    assert limit(minutes=14, screen_time_share=0.5) == pytest.approx(420.0)
+    with pytest.raises(SettingsError, match="screen_time_share"):
+        load_settings({"screen_time_share": 0}, environ={})
