@@ -40,6 +40,7 @@ from search import (
 # (Triton, Inductor) takes tens of seconds on a cold cache before anything is wrong.
 SCREEN_FLOOR_S = 60.0
 
+
 @dataclass(frozen=True)
 class StagePlan:
     """One judge run, fully described: what it measures, where its files go, what it
