@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import ast
 import enum
+import hashlib
 import re
 import types
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -425,42 +426,75 @@ def _tunable_findings(
                 )
 
 
+class FileFindingsCache:
+    """Findings of files already checked, by everything they depend on: a search's
+    candidates share most of their files with their parents, and checking one costs tens of
+    milliseconds of the CPU the judges need."""
+
+    def __init__(self) -> None:
+        self._findings: dict[tuple[str, ...], list[Finding]] = {}
+
+    def findings(self, key: tuple[str, ...], check: Callable[[], list[Finding]]) -> list[Finding]:
+        """The findings stored under `key`, checked (and stored) on first use."""
+        if key not in self._findings:
+            self._findings[key] = check()
+        return list(self._findings[key])
+
+
+def _file_findings(
+    file: str, text: str, policy: StaticPolicy, local: set[str], constraints: list[Constraint]
+) -> list[Finding]:
+    try:
+        tree = ast.parse(text, filename=file)
+    except SyntaxError as exc:
+        return [Finding(rule=Rule.SYNTAX, file=file, line=exc.lineno or 0, message=str(exc.msg))]
+    return [
+        *_import_findings(tree, file, policy, local),
+        *_call_findings(tree, file, constraints),
+        *_escape_findings(tree, file),
+        *_shape_findings(tree, file, policy),
+        *_tunable_findings(tree, file, constraints),
+    ]
+
+
+def _entry_findings(file: str, text: str, policy: StaticPolicy) -> list[Finding]:
+    try:
+        tree = ast.parse(text, filename=file)
+    except SyntaxError:
+        return []  # the syntax finding says what is wrong
+    entries = {policy.entry_point, *policy.entry_aliases}
+    if any(isinstance(n, ast.ClassDef) and n.name in entries for n in tree.body):
+        return []
+    message = f"{file} must define class {policy.entry_point}"
+    return [Finding(rule=Rule.MISSING_ENTRY_POINT, file=file, line=0, message=message)]
+
+
 def check_sources(
     sources: Mapping[str, str],
     policy: StaticPolicy,
     entry_file: str,
     constraints: list[Constraint] | None = None,
+    cache: FileFindingsCache | None = None,
 ) -> StaticReport:
     """Run every static rule over a candidate's Python files (a flat package: its top-level
-    modules may import each other relatively)."""
+    modules may import each other relatively); `cache` keeps the findings of files seen
+    before with the same text, policy, sibling modules and constraints."""
     constraints = constraints or []
     findings: list[Finding] = []
     local = local_modules(sources)
+    context = (policy.model_dump_json(), repr(sorted(local)), repr(constraints))
     for file, text in sorted(sources.items()):
-        try:
-            tree = ast.parse(text, filename=file)
-        except SyntaxError as exc:
-            findings.append(
-                Finding(rule=Rule.SYNTAX, file=file, line=exc.lineno or 0, message=str(exc.msg))
-            )
+        entry = file == entry_file
+
+        def check(file: str = file, text: str = text, entry: bool = entry) -> list[Finding]:
+            found = _file_findings(file, text, policy, local, constraints)
+            return found + (_entry_findings(file, text, policy) if entry else [])
+
+        if cache is None:
+            findings.extend(check())
             continue
-        findings.extend(_import_findings(tree, file, policy, local))
-        findings.extend(_call_findings(tree, file, constraints))
-        findings.extend(_escape_findings(tree, file))
-        findings.extend(_shape_findings(tree, file, policy))
-        findings.extend(_tunable_findings(tree, file, constraints))
-        entries = {policy.entry_point, *policy.entry_aliases}
-        if file == entry_file and not any(
-            isinstance(n, ast.ClassDef) and n.name in entries for n in tree.body
-        ):
-            findings.append(
-                Finding(
-                    rule=Rule.MISSING_ENTRY_POINT,
-                    file=file,
-                    line=0,
-                    message=f"{file} must define class {policy.entry_point}",
-                )
-            )
+        digest = hashlib.sha256(text.encode()).hexdigest()
+        findings.extend(cache.findings((file, digest, str(entry), *context), check))
     if entry_file not in sources:
         findings.append(
             Finding(

@@ -32,17 +32,31 @@ from search import (
 COMPOSE_IDEA = "compose-regimes"
 
 
+def _plain_variant(ctx: LoopContext, sha: str) -> tuple[str, dict[str, str]] | None:
+    """The candidate's code outside its blocks and its tunables (None: it dispatches, or the
+    composer cannot read it), read once per commit."""
+    cache = ctx.caches.plain_variants
+    if sha in cache:
+        return cache[sha]
+    try:
+        source = read_file(ctx.repo, sha, ctx.workload.candidate_file)
+    except git.GitCommandError:
+        return None  # not remembered: the next step reads it again
+    try:
+        plain = not read_regimes(source)
+        cache[sha] = (code_outside_blocks(source), read_tunables(source)) if plain else None
+    except (TunablesError, SyntaxError, ValueError):
+        cache[sha] = None  # code the composer cannot read takes no part
+    return cache[sha]
+
+
 def _plain_variants(ctx: LoopContext, state: SearchState, shared: str) -> dict[str, dict[str, str]]:
     """Tunables of every candidate that runs the frontier's code and dispatches nowhere."""
     variants = {}
     for sha in state.candidates:
-        try:
-            source = read_file(ctx.repo, sha, ctx.workload.candidate_file)
-            if read_regimes(source) or code_outside_blocks(source) != shared:
-                continue
-            variants[sha] = read_tunables(source)
-        except (git.GitCommandError, TunablesError, SyntaxError, ValueError):
-            continue  # code the composer cannot read takes no part
+        read = _plain_variant(ctx, sha)
+        if read is not None and read[0] == shared:
+            variants[sha] = dict(read[1])
     return variants
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 import git
@@ -18,7 +18,7 @@ from agents.expander import (
 )
 from agents.llm.session import LLMSession
 from harness.models import EvaluationResult, Outcome, RatioStats
-from harness.static_checks import check_sources, parse_constraint
+from harness.static_checks import FileFindingsCache, check_sources, parse_constraint
 from kernels.workload import ConfigSet, Workload
 from ledger import CandidateRecord, Ledger, Record, VerdictRecord
 from orchestrator.arms import recombination_donors
@@ -78,6 +78,18 @@ class DeviceWorker:
 
 
 @dataclass
+class DerivedCaches:
+    """What the loop would otherwise derive again at every step from commits, which never
+    change: static findings per file, and what composition reads of each candidate file.
+    Parsing them all anew each step cost the judges' cores seconds a minute."""
+
+    static: FileFindingsCache = field(default_factory=FileFindingsCache)
+    # sha -> (the code outside its tunables and dispatch blocks, its tunables), or None when
+    # the candidate dispatches or cannot be read (composition leaves it out).
+    plain_variants: dict[str, tuple[str, dict[str, str]] | None] = field(default_factory=dict)
+
+
+@dataclass
 class LoopContext:
     """Everything a step needs, wired once by the service."""
 
@@ -99,6 +111,8 @@ class LoopContext:
     workers: tuple[DeviceWorker, ...] = ()
     # How an expansion reaches a remote expander (None: in this process).
     remote_expand: Callable[[ExpansionRequest], ExpansionResult] | None = None
+    # Shared by every device's view of the context (on_worker copies the reference).
+    caches: DerivedCaches = field(default_factory=DerivedCaches)
 
     def on_worker(self, worker: DeviceWorker) -> LoopContext:
         """This context as one device sees it: its judging and its noise floor."""
@@ -244,6 +258,7 @@ def static_step(ctx: LoopContext, state: SearchState, step: StepView) -> None:
         ctx.workload.static_policy,
         ctx.workload.candidate_file,
         constraints,
+        ctx.caches.static,
     )
     checked = StaticChecked(
         step=step.started.step,

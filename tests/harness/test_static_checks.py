@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from harness.static_checks import Rule, check_sources, parse_constraint
+from harness.static_checks import (
+    Constraint,
+    FileFindingsCache,
+    Rule,
+    check_sources,
+    parse_constraint,
+)
 from kernels.registry import resolve_workload
 
 TRACK3 = resolve_workload("track3")
@@ -171,3 +177,27 @@ def test_a_tunable_finding_names_the_line_of_tunables() -> None:
     [finding] = report.findings
     assert finding.rule is Rule.TUNABLE_OUT_OF_SPACE
     assert finding.line == source.splitlines().index("TUNABLES = {'a': 3}") + 1
+
+
+def test_the_findings_cache_answers_as_a_fresh_check_does() -> None:
+    """Cached findings equal a fresh check's, and whatever a file's findings depend on (its
+    text, the constraints, its sibling modules, being the entry file) misses the cache."""
+    cache = FileFindingsCache()
+    seed = TRACK3.seed_sources()
+    forbid = [parse_constraint("forbid matmul_precision=fp32")]
+
+    def both(sources: dict[str, str], constraints: list[Constraint]) -> set[tuple[str, str]]:
+        fresh = check_sources(sources, POLICY, "candidate.py", constraints)
+        cached = check_sources(sources, POLICY, "candidate.py", constraints, cache)
+        assert cached.findings == fresh.findings
+        return {(f.rule.value, f.file) for f in cached.findings}
+
+    assert both(seed, []) == set()
+    assert both(seed, []) == set()  # all from the cache now
+    assert ("constraint", "candidate.py") in both(seed, forbid)
+    changed = {**seed, "attention.py": seed["attention.py"] + "\nimport os\n"}
+    assert ("forbidden_import", "attention.py") in both(changed, [])
+    assert both(seed, []) == set()
+    # The entry file's own check: the same text under another name is not the entry.
+    moved = {"other.py": seed["candidate.py"], "candidate.py": "import torch\n"}
+    assert ("missing_entry_point", "candidate.py") in both(moved, [])
