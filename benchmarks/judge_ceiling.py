@@ -97,6 +97,11 @@ def run_arm(candidate: Path, screens: int, streams: int, work: Path) -> tuple[fl
     return time.perf_counter() - started, walls
 
 
+def _shown(path: Path) -> str:
+    """A path inside the repository relative to it (a report names no machine's dirs)."""
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
 def render(args: argparse.Namespace, arms: list[tuple[int, float, list[float]]]) -> str:
     """The table, the command and what it means."""
     rows, one = [], 0.0
@@ -117,7 +122,7 @@ def render(args: argparse.Namespace, arms: list[tuple[int, float, list[float]]])
             f"cores): `{command}`.",
             "",
             f"The same screen (track3 CPU set, screening configs, the run's CPU screen timing, "
-            f"one intra-op thread) of `{args.candidate.relative_to(ROOT)}` judged "
+            f"one intra-op thread) of `{_shown(args.candidate)}` judged "
             f"{args.screens} times: in one stream, then split over two streams at once, each "
             "with its own device lock. No orchestrator, expander or ledger runs; every judge "
             "is a fresh supervised subprocess, as in a run.",
@@ -157,8 +162,9 @@ def main() -> int:
             for n in (1, 2)
         ]
     text = render(args, arms)
+    print(text)  # first: an --out that cannot be written loses no measurement
+    args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(text, encoding="utf-8")
-    print(text)
     return 0
 
 

@@ -211,6 +211,10 @@ class FileFindingsCache:
     def __init__(self) -> None:
         self._findings: dict[tuple[str, ...], list[Finding]] = {}
 
+    def __len__(self) -> int:
+        """Files checked and stored."""
+        return len(self._findings)
+
     def findings(self, key: tuple[str, ...], check: Callable[[], list[Finding]]) -> list[Finding]:
         """The findings stored under `key`, checked (and stored) on first use."""
         if key not in self._findings:

@@ -193,10 +193,14 @@ def test_the_findings_cache_answers_as_a_fresh_check_does() -> None:
         return {(f.rule.value, f.file) for f in cached.findings}
 
     assert both(seed, []) == set()
-    assert both(seed, []) == set()  # all from the cache now
+    assert len(cache) == len(seed)
+    assert both(seed, []) == set()
+    assert len(cache) == len(seed), "the same files again are answered from the cache"
     assert ("constraint", "candidate.py") in both(seed, forbid)
+    assert len(cache) == 2 * len(seed), "other constraints: every file checked anew"
     changed = {**seed, "attention.py": seed["attention.py"] + "\nimport os\n"}
     assert ("forbidden_import", "attention.py") in both(changed, [])
+    assert len(cache) == 2 * len(seed) + 1, "one file's new text: only that file checked"
     assert both(seed, []) == set()
     # The entry file's own check: the same text under another name is not the entry.
     moved = {"other.py": seed["candidate.py"], "candidate.py": "import torch\n"}
