@@ -146,6 +146,25 @@ def test_schedule_tunables_and_ieee_operands_pass_the_gate() -> None:
         assert row["failed"] == 0, (case, row)
 
 
+SPLIT_FP32 = {
+    "fused_projection_operands": "tf32x3",
+    "fused_attention_operands": "tf32x3",
+    "fused_ffn_operands": "tf32x3",
+}
+
+
+def test_split_fp32_operands_reach_every_gemm_group() -> None:
+    # The interpreter computes a dot in fp32 whatever input_precision says, so three-TF32
+    # operands run there as exact fp32 products: far closer to the reference than fp16
+    # operands on the same inputs. Wired to fp16 anywhere, a group would round like fp16.
+    fp16: Case = ("cpu-2", "fp32", 0.25, "auto")
+    cases: list[Case] = [fp16, ("cpu-2", "fp32", 0.25, "auto", {}, SPLIT_FP32)]
+    rows = run_interpreted(cases)
+    assert all(row["failed"] == 0 and row["fits"] for row in rows), rows
+    errors = [cast(float, row["max_abs"]) for row in rows]
+    assert errors[1] < errors[0] / 20, errors
+
+
 def test_fused_min_width_sends_narrower_models_to_the_torch_path() -> None:
     narrow: Case = ("cpu-5", "fp16", 0.0, "auto", {}, {"fused_min_width": "64"})
     default: Case = ("cpu-5", "fp16", 0.0, "auto")
@@ -172,10 +191,15 @@ def test_packs_follow_the_operand_tunables_whatever_the_torch_path_precision() -
         ("fused_ffn_operands", torch.float32),
         ("fused_attention_operands", torch.float16),  # K/V become fp32, the weights do not
     ):
-        model = seed.OptimizedTransformer(
-            CONFIGS["cpu-3"], {"fused_kernel": "triton", name: "fp32_ieee"}
-        )
-        assert model._packs()[1].dtype == packed, name
+        for value in ("fp32_ieee", "tf32x3"):
+            model = seed.OptimizedTransformer(
+                CONFIGS["cpu-3"], {"fused_kernel": "triton", name: value}
+            )
+            assert model._packs()[1].dtype == packed, (name, value)
+    fused = sys.modules["seed_packs.fused"]
+    chosen = {"fused_attention_operands": "fp32_ieee", "fused_ffn_operands": "tf32x3"}
+    modes = fused.operand_modes({**model.tunables, "fused_projection_operands": "fp16", **chosen})
+    assert modes == {"PREC_QKV": 0, "PREC_ATT": 1, "PREC_FFN": 2}
 
 
 SPLIT = {"fused_boundary": "separate"}

@@ -2,13 +2,11 @@
 
 A drop-in for the organizer's ``UserOptimizedTransformer``: same constructor, same parameter
 names (strict ``load_state_dict`` of the reference weights works), ``forward(x,
-valid_token_mask=None)``. It imports nothing but torch (and triton where installed).
-
-This is the entry module of a package; its siblings hold the parts by concern: ``attention``
-(multi-head attention), ``block`` (the pre-LN block and FFN), ``fused_kernels`` and
-``fused_split`` (the Triton kernels: one per layer, or separate attention and FFN kernels)
-and ``fused`` (their host side and dispatch), ``chunking`` (memory-bounded batches),
-``common`` (masking and caches). ``ratchet export`` bundles them into one file.
+valid_token_mask=None)``. It imports nothing but torch (and triton where installed). This is
+the entry module of a package whose siblings hold the parts by concern: ``attention``,
+``block`` (the pre-LN block and FFN), ``fused_kernels`` and ``fused_split`` (the Triton
+kernels), ``fused`` (their host side), ``capture`` (CUDA graphs), ``chunking`` (memory-bounded
+batches), ``common`` (masking and caches). ``ratchet export`` bundles them into one file.
 
 The search edits only the ``TUNABLES`` block (offline expander) or the code itself (LLM
 expanders). With the default tunables the forward pass is the reference, bit for bit.
@@ -26,7 +24,7 @@ from .capture import GraphCache
 from .chunking import sequences_per_chunk
 from .common import DerivedCache, weight_key, zero_padded
 from .fused import fused_fits, fused_forward, fused_packs, pack_dtype
-from .regimes import Sizes, checked
+from .regimes import checked, select_regime
 
 # Every choice the offline expander may make: values[0] is the reference behaviour.
 # 'requires': what a tunable needs elsewhere before it changes any code (the operator sets it).
@@ -91,20 +89,22 @@ TUNABLE_SPACE = {
     },
     "fused_projection_operands": {
         "requires": {"fused_kernel": "triton"},
-        "values": ["fp16", "fp32_ieee"],
+        "values": ["fp16", "fp32_ieee", "tf32x3"],
         "doc": "operands of the fused kernels' Q/K/V and out_proj GEMMs: fp16 with fp32 "
-        "accumulation, or fp32 with IEEE products (exact, slower)",
+        "accumulation, fp32 with IEEE products (exact, slower), or fp32 as three TF32 "
+        "products on the tensor cores (near-fp32 error)",
     },
     "fused_attention_operands": {
         "requires": {"fused_kernel": "triton"},
-        "values": ["fp16", "fp32_ieee"],
+        "values": ["fp16", "fp32_ieee", "tf32x3"],
         "doc": "operands of the fused attention's QK^T and PV products (and the stored K/V): "
-        "fp16, or fp32 with IEEE products",
+        "fp16, fp32 with IEEE products, or fp32 as three TF32 products",
     },
     "fused_ffn_operands": {
         "requires": {"fused_kernel": "triton"},
-        "values": ["fp16", "fp32_ieee"],
-        "doc": "operands of the fused FFN's two GEMMs: fp16, or fp32 with IEEE products",
+        "values": ["fp16", "fp32_ieee", "tf32x3"],
+        "doc": "operands of the fused FFN's two GEMMs: fp16, fp32 with IEEE products, or fp32 "
+        "as three TF32 products",
     },
     "fused_rows": {
         "requires": {"fused_kernel": "triton"},
@@ -270,24 +270,14 @@ class OptimizedTransformer(nn.Module):
             out[rows] = self._eager(x[rows], None if mask is None else mask[rows])
         return out
 
-    def _select_regime(self, x: torch.Tensor) -> None:
-        if not self._regimes:
-            return
-        key = (tuple(x.shape), str(x.device))
-        if key not in self._regime_for:  # a pure function of sizes: decided once per shape
-            self._regime_for[key] = choose_regime(Sizes(self, x))
-        regime = self._regime_for[key]
-        if regime is not None and regime not in self._regimes:
-            raise ValueError(f"choose_regime gave {regime!r}; REGIMES has {sorted(self._regimes)}")
-        if regime != self._regime:
-            self.tunables.clear()
-            self.tunables.update(self._defaults if regime is None else self._regimes[regime])
-            self._regime = regime
-
     def forward(
         self, x: torch.Tensor, valid_token_mask: torch.Tensor | None = None
     ) -> torch.Tensor:
-        self._select_regime(x)
+        if not torch.is_grad_enabled():
+            captured = self._graphs.served(x, valid_token_mask)
+            if captured is not None:  # this input's sizes chose a graph before: replay it
+                return captured.run(x, valid_token_mask)
+        select_regime(self, x, choose_regime)
         chunk = sequences_per_chunk(self, x)
         if chunk is not None:  # memory-bounded: whole model per group of sequences, no graph
             return self._chunked(x, valid_token_mask, chunk)

@@ -16,26 +16,28 @@ MAX_FUSED_HEAD = 128
 MIN_TILE = 16
 # Score values per program ([heads x rows x keys]): more spills registers.
 SCORE_TILE = 16384
-# Each GEMM group's operands: fp16 with fp32 accumulation, or fp32 with IEEE products (fp32
-# operands would otherwise run as TF32 inside Triton). LayerNorm, softmax, GELU and the
-# residual stay fp32 either way; matmul_precision governs only the torch path.
+# Each GEMM group's operands: fp16 with fp32 accumulation, fp32 with IEEE products, or fp32
+# split into three TF32 products (fp32 operands would otherwise run as plain TF32 inside
+# Triton). LayerNorm, softmax, GELU and the residual stay fp32 either way; matmul_precision
+# governs only the torch path.
 OPERAND_TUNABLES = {
-    "IEEE_QKV": "fused_projection_operands",
-    "IEEE_ATT": "fused_attention_operands",
-    "IEEE_FFN": "fused_ffn_operands",
+    "PREC_QKV": "fused_projection_operands",
+    "PREC_ATT": "fused_attention_operands",
+    "PREC_FFN": "fused_ffn_operands",
 }
-IEEE = "fp32_ieee"
+# A tunable's value -> the kernels' PREC code (fused_kernels._dot).
+OPERAND_MODES = {"fp16": 0, "fp32_ieee": 1, "tf32x3": 2}
 
 
-def operand_flags(tunables: dict[str, str]) -> dict[str, bool]:
-    """Which GEMM groups of the fused kernels take fp32 IEEE operands."""
-    return {flag: tunables[name] == IEEE for flag, name in OPERAND_TUNABLES.items()}
+def operand_modes(tunables: dict[str, str]) -> dict[str, int]:
+    """The PREC code of each GEMM group of the fused kernels."""
+    return {flag: OPERAND_MODES[tunables[name]] for flag, name in OPERAND_TUNABLES.items()}
 
 
 def pack_dtype(tunables: dict[str, str]) -> torch.dtype:
     """Weights are packed fp32 when a weight GEMM takes fp32 operands, else fp16."""
-    flags = operand_flags(tunables)
-    return torch.float32 if flags["IEEE_QKV"] or flags["IEEE_FFN"] else torch.float16
+    modes = operand_modes(tunables)
+    return torch.float32 if modes["PREC_QKV"] or modes["PREC_FFN"] else torch.float16
 
 
 def _next_pow2(n: int) -> int:
@@ -131,7 +133,7 @@ def fused_meta(model: Any, x: torch.Tensor) -> dict[str, Any]:
         "stages": {}
         if tunables["fused_stages"] == "auto"
         else {"num_stages": int(tunables["fused_stages"])},
-        "operands": operand_flags(tunables),
+        "operands": operand_modes(tunables),
         "scale": (width // heads) ** -0.5,
         "eps": first.norm1.eps,
     }
@@ -179,7 +181,7 @@ def fused_forward(
     x = x.contiguous()
     out = torch.empty_like(x)
     kv_shape = (2, batch, shape["H_PAD"], 2, seq, shape["DH_PAD"])
-    kv_dtype = torch.float32 if operands["IEEE_ATT"] else torch.float16
+    kv_dtype = torch.float32 if operands["PREC_ATT"] else torch.float16
     kv = torch.empty(kv_shape, device=x.device, dtype=kv_dtype)
     kv_kernel[grid](
         x,
@@ -189,7 +191,7 @@ def fused_forward(
         seq,
         meta["eps"],
         BM=blocks["BM"],
-        IEEE_QKV=operands["IEEE_QKV"],
+        PREC_QKV=operands["PREC_QKV"],
         **launch,
         **shape,
     )

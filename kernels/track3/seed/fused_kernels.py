@@ -16,11 +16,15 @@ except ImportError:  # CPU-only installs: the torch path serves every shape
 if HAVE_TRITON:
 
     @triton.jit
-    def _dot(a, b, IEEE: tl.constexpr):
-        """a @ b with fp32 accumulation: fp16 operands, or fp32 operands with IEEE products
-        (Triton would otherwise round fp32 operands to TF32)."""
-        if IEEE:
+    def _dot(a, b, PREC: tl.constexpr):
+        """a @ b with fp32 accumulation. PREC (fused.OPERAND_MODES): 0 fp16 operands; 1 fp32
+        operands with IEEE products (Triton would otherwise round fp32 operands to TF32);
+        2 fp32 operands as three TF32 products (hi*hi + hi*lo + lo*hi: near-fp32 error on
+        the tensor cores)."""
+        if PREC == 1:
             return tl.dot(a.to(tl.float32), b.to(tl.float32), input_precision="ieee")
+        if PREC == 2:
+            return tl.dot(a.to(tl.float32), b.to(tl.float32), input_precision="tf32x3")
         return tl.dot(a.to(tl.float16), b.to(tl.float16))
 
     @triton.jit
@@ -43,7 +47,7 @@ if HAVE_TRITON:
         K: tl.constexpr,
         N_PAD: tl.constexpr,
         K_PAD: tl.constexpr,
-        IEEE: tl.constexpr,
+        PREC: tl.constexpr,
     ):
         """h @ W^T + b in fp32 for a row-major W [N, K]; columns >= N are exactly 0."""
         ks = tl.arange(0, K_PAD)
@@ -51,7 +55,7 @@ if HAVE_TRITON:
         live = (ks[:, None] < K) & (ns[None, :] < N)
         wt = tl.load(w_ptr + ns[None, :] * K + ks[:, None], mask=live, other=0.0)
         bias = tl.load(b_ptr + ns, mask=ns < N, other=0.0)
-        return _dot(h, wt, IEEE) + bias[None, :]
+        return _dot(h, wt, PREC) + bias[None, :]
 
     @triton.jit
     def _store_kv(
@@ -65,16 +69,16 @@ if HAVE_TRITON:
         HP: tl.constexpr,
         DH_PAD: tl.constexpr,
         D_PAD: tl.constexpr,
-        IEEE_QKV: tl.constexpr,
+        PREC_QKV: tl.constexpr,
     ):
         """K and V of these rows, every head at once, into kv[head, 0|1, row, :DH_PAD]."""
         cs = tl.arange(0, HP)
         at = kv_ptr + (cs // DH_PAD)[None, :] * 2 * S * DH_PAD + rows[:, None] * DH_PAD
         at += (cs % DH_PAD)[None, :]
         live = (rows < S)[:, None]
-        k = _linear(h, mat + HP * D, vec + 2 * D + HP, HP, D, HP, D_PAD, IEEE_QKV)
+        k = _linear(h, mat + HP * D, vec + 2 * D + HP, HP, D, HP, D_PAD, PREC_QKV)
         tl.store(at, k.to(kv_ptr.dtype.element_ty), mask=live)
-        v = _linear(h, mat + 2 * HP * D, vec + 2 * D + 2 * HP, HP, D, HP, D_PAD, IEEE_QKV)
+        v = _linear(h, mat + 2 * HP * D, vec + 2 * D + 2 * HP, HP, D, HP, D_PAD, PREC_QKV)
         tl.store(at + S * DH_PAD, v.to(kv_ptr.dtype.element_ty), mask=live)
 
     @triton.jit
@@ -90,7 +94,7 @@ if HAVE_TRITON:
         DH_PAD: tl.constexpr,
         D_PAD: tl.constexpr,
         BM: tl.constexpr,
-        IEEE_QKV: tl.constexpr,
+        PREC_QKV: tl.constexpr,
     ):
         """The first layer's K and V (later layers' come out of the previous layer's kernel)."""
         seq = tl.program_id(1).to(tl.int64)
@@ -100,7 +104,7 @@ if HAVE_TRITON:
         x = tl.load(x_ptr + seq * S * D + rows[:, None] * D + cols[None, :], mask=live, other=0.0)
         h = _layer_norm(x, vec, vec + D, cols, D, eps)
         kv = kv_ptr + seq * H_PAD * 2 * S * DH_PAD
-        _store_kv(h, mat, vec, kv, rows, S, D, H_PAD * DH_PAD, DH_PAD, D_PAD, IEEE_QKV)
+        _store_kv(h, mat, vec, kv, rows, S, D, H_PAD * DH_PAD, DH_PAD, D_PAD, PREC_QKV)
 
     @triton.jit
     def _attention_rows(
@@ -118,15 +122,15 @@ if HAVE_TRITON:
         D_PAD: tl.constexpr,
         BM: tl.constexpr,
         BN: tl.constexpr,
-        IEEE_QKV: tl.constexpr,
-        IEEE_ATT: tl.constexpr,
+        PREC_QKV: tl.constexpr,
+        PREC_ATT: tl.constexpr,
     ):
         """Causal attention of these query rows over the stored K/V, all heads batched, through
         out_proj without its bias. Padded heads and head columns carry zero weights.
 
         Right padding needs no key mask: a valid query i sees keys j <= i, all valid."""
         HP: tl.constexpr = H_PAD * DH_PAD
-        q = _linear(h, mat, vec + 2 * D, HP, D, HP, D_PAD, IEEE_QKV).to(kv_ptr.dtype.element_ty)
+        q = _linear(h, mat, vec + 2 * D, HP, D, HP, D_PAD, PREC_QKV).to(kv_ptr.dtype.element_ty)
         q = tl.permute(tl.reshape(q, (BM, H_PAD, DH_PAD)), (1, 0, 2))
         heads = tl.arange(0, H_PAD)[:, None, None] * 2 * S * DH_PAD
         ds = tl.arange(0, DH_PAD)[None, None, :]
@@ -139,14 +143,14 @@ if HAVE_TRITON:
             kmask = (keys < S)[None, :, None]
             k = tl.load(at, mask=kmask, other=0.0)
             v = tl.load(at + S * DH_PAD, mask=kmask, other=0.0)
-            s = _dot(q, tl.permute(k, (0, 2, 1)), IEEE_ATT) * scale
+            s = _dot(q, tl.permute(k, (0, 2, 1)), PREC_ATT) * scale
             seen = (keys[None, :] <= rows[:, None]) & (keys[None, :] < S)
             s = tl.where(seen[None, :, :], s, -float("inf"))
             m_new = tl.maximum(m_i, tl.max(s, axis=2))
             p = tl.exp(s - m_new[:, :, None])
             alpha = tl.exp(m_i - m_new)
             l_i = l_i * alpha + tl.sum(p, axis=2)
-            ctx = ctx * alpha[:, :, None] + _dot(p, v, IEEE_ATT)
+            ctx = ctx * alpha[:, :, None] + _dot(p, v, PREC_ATT)
             m_i = m_new
         ctx = ctx / l_i[:, :, None]
         ctx = tl.reshape(tl.permute(ctx, (1, 0, 2)), (BM, HP))
@@ -154,7 +158,7 @@ if HAVE_TRITON:
         ns = tl.arange(0, D_PAD)
         wo = mat + 3 * HP * D
         wt = tl.load(wo + ns[None, :] * HP + cs[:, None], mask=(ns < D)[None, :], other=0.0)
-        return _dot(ctx, wt, IEEE_QKV)
+        return _dot(ctx, wt, PREC_QKV)
 
     @triton.jit
     def _ffn_rows(
@@ -167,7 +171,7 @@ if HAVE_TRITON:
         D_PAD: tl.constexpr,
         BM: tl.constexpr,
         BF: tl.constexpr,
-        IEEE_FFN: tl.constexpr,
+        PREC_FFN: tl.constexpr,
     ):
         """gelu(h W1^T + b1) W2^T without W2's bias; the pre-GELU values stay fp32."""
         acc = tl.zeros((BM, D_PAD), dtype=tl.float32)
@@ -179,11 +183,11 @@ if HAVE_TRITON:
             live = (ks[:, None] < D) & (fs[None, :] < F)
             wt = tl.load(w1 + fs[None, :] * D + ks[:, None], mask=live, other=0.0)
             bias = tl.load(vec + 5 * D + 3 * HP + fs, mask=fs < F, other=0.0)
-            t = _dot(h, wt, IEEE_FFN) + bias[None, :]
+            t = _dot(h, wt, PREC_FFN) + bias[None, :]
             t = 0.5 * t * (1.0 + tl.math.erf(t * 0.7071067811865476))
             live2 = (fs[:, None] < F) & (ks[None, :] < D)
             w2t = tl.load(w2 + ks[None, :] * F + fs[:, None], mask=live2, other=0.0)
-            acc += _dot(t, w2t, IEEE_FFN)
+            acc += _dot(t, w2t, PREC_FFN)
         return acc
 
     @triton.jit
@@ -210,9 +214,9 @@ if HAVE_TRITON:
         BF: tl.constexpr,
         HAS_MASK: tl.constexpr,
         LAST: tl.constexpr,
-        IEEE_QKV: tl.constexpr,
-        IEEE_ATT: tl.constexpr,
-        IEEE_FFN: tl.constexpr,
+        PREC_QKV: tl.constexpr,
+        PREC_ATT: tl.constexpr,
+        PREC_FFN: tl.constexpr,
     ):
         """One pre-LN block for BM rows of one sequence, then either the next layer's K/V of
         these rows or (after the last layer) the final LayerNorm.
@@ -233,12 +237,12 @@ if HAVE_TRITON:
         h = _layer_norm(x, vec, vec + D, cols, D, eps)
         kv = kv_in + seq * H_PAD * 2 * S * DH_PAD
         attn = _attention_rows(
-            h, kv, mat, vec, rows, m0, S, scale, D, H_PAD, DH_PAD, D_PAD, BM, BN, IEEE_QKV, IEEE_ATT
+            h, kv, mat, vec, rows, m0, S, scale, D, H_PAD, DH_PAD, D_PAD, BM, BN, PREC_QKV, PREC_ATT
         )
         b_o = tl.load(vec + 2 * D + 3 * HP + cols, mask=cols < D, other=0.0)
         x = x + tl.where(valid[:, None], attn + b_o[None, :], 0.0)
         h = _layer_norm(x, vec + 3 * D + 3 * HP, vec + 4 * D + 3 * HP, cols, D, eps)
-        ffn = _ffn_rows(h, mat, vec, D, F, HP, D_PAD, BM, BF, IEEE_FFN)
+        ffn = _ffn_rows(h, mat, vec, D, F, HP, D_PAD, BM, BF, PREC_FFN)
         b_2 = tl.load(vec + 5 * D + 3 * HP + F + cols, mask=cols < D, other=0.0)
         x = tl.where(valid[:, None], x + (ffn + b_2[None, :]), 0.0)
         if LAST:
@@ -246,7 +250,7 @@ if HAVE_TRITON:
         else:
             h = _layer_norm(x, next_vec, next_vec + D, cols, D, eps)
             nkv = kv_out + seq * H_PAD * 2 * S * DH_PAD
-            _store_kv(h, next_mat, next_vec, nkv, rows, S, D, HP, DH_PAD, D_PAD, IEEE_QKV)
+            _store_kv(h, next_mat, next_vec, nkv, rows, S, D, HP, DH_PAD, D_PAD, PREC_QKV)
         tl.store(dst + at, x, mask=live)
 
 

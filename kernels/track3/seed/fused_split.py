@@ -39,8 +39,8 @@ if HAVE_TRITON:
         BM: tl.constexpr,
         BN: tl.constexpr,
         HAS_MASK: tl.constexpr,
-        IEEE_QKV: tl.constexpr,
-        IEEE_ATT: tl.constexpr,
+        PREC_QKV: tl.constexpr,
+        PREC_ATT: tl.constexpr,
     ):
         """x + out_proj(attention(LN1(x))) for BM rows of one sequence (padded rows keep x, as
         in layer_kernel), over the K/V the previous launch stored; packs as layer_kernel's."""
@@ -56,7 +56,7 @@ if HAVE_TRITON:
         h = _layer_norm(x, vec, vec + D, cols, D, eps)
         kv = kv_in + seq * H_PAD * 2 * S * DH_PAD
         attn = _attention_rows(
-            h, kv, mat, vec, rows, m0, S, scale, D, H_PAD, DH_PAD, D_PAD, BM, BN, IEEE_QKV, IEEE_ATT
+            h, kv, mat, vec, rows, m0, S, scale, D, H_PAD, DH_PAD, D_PAD, BM, BN, PREC_QKV, PREC_ATT
         )
         b_o = tl.load(vec + 2 * D + 3 * HP + cols, mask=cols < D, other=0.0)
         x = x + tl.where(valid[:, None], attn + b_o[None, :], 0.0)
@@ -83,8 +83,8 @@ if HAVE_TRITON:
         BF: tl.constexpr,
         HAS_MASK: tl.constexpr,
         LAST: tl.constexpr,
-        IEEE_QKV: tl.constexpr,
-        IEEE_FFN: tl.constexpr,
+        PREC_QKV: tl.constexpr,
+        PREC_FFN: tl.constexpr,
     ):
         """x + FFN(LN2(x)) for BM rows, padded rows zeroed, then (as layer_kernel) the next
         layer's K/V of these rows or, after the last layer, the final LayerNorm."""
@@ -97,7 +97,7 @@ if HAVE_TRITON:
         x = tl.load(src + at, mask=live, other=0.0)
         valid = tl.load(mask_ptr + seq * S + rows, mask=(rows < S) & HAS_MASK, other=1) != 0
         h = _layer_norm(x, vec + 3 * D + 3 * HP, vec + 4 * D + 3 * HP, cols, D, eps)
-        ffn = _ffn_rows(h, mat, vec, D, F, HP, D_PAD, BM, BF, IEEE_FFN)
+        ffn = _ffn_rows(h, mat, vec, D, F, HP, D_PAD, BM, BF, PREC_FFN)
         b_2 = tl.load(vec + 5 * D + 3 * HP + F + cols, mask=cols < D, other=0.0)
         x = tl.where(valid[:, None], x + (ffn + b_2[None, :]), 0.0)
         if LAST:
@@ -105,7 +105,7 @@ if HAVE_TRITON:
         else:
             h = _layer_norm(x, next_vec, next_vec + D, cols, D, eps)
             nkv = kv_out + seq * H_PAD * 2 * S * DH_PAD
-            _store_kv(h, next_mat, next_vec, nkv, rows, S, D, HP, DH_PAD, D_PAD, IEEE_QKV)
+            _store_kv(h, next_mat, next_vec, nkv, rows, S, D, HP, DH_PAD, D_PAD, PREC_QKV)
         tl.store(dst + at, x, mask=live)
 
 
@@ -131,8 +131,8 @@ def split_layer(meta: dict[str, Any], layer: dict[str, Any]) -> None:
         layer["mat"],
         scale=meta["scale"],
         BN=blocks["BN"],
-        IEEE_QKV=operands["IEEE_QKV"],
-        IEEE_ATT=operands["IEEE_ATT"],
+        PREC_QKV=operands["PREC_QKV"],
+        PREC_ATT=operands["PREC_ATT"],
         **both,
     )
     ffn_kernel[meta["grid"]](
@@ -147,7 +147,7 @@ def split_layer(meta: dict[str, Any], layer: dict[str, Any]) -> None:
         F=blocks["F"],
         BF=blocks["BF"],
         LAST=layer["LAST"],
-        IEEE_QKV=operands["IEEE_QKV"],
-        IEEE_FFN=operands["IEEE_FFN"],
+        PREC_QKV=operands["PREC_QKV"],
+        PREC_FFN=operands["PREC_FFN"],
         **both,
     )

@@ -20,6 +20,23 @@ class Sizes:
         )
 
 
+def select_regime(model: Any, x: torch.Tensor, choose: Any) -> None:
+    """Point the model's tunables at the regime ``choose(Sizes)`` picks for this input: a
+    pure function of sizes, so it is asked once per shape."""
+    if not model._regimes:
+        return
+    key = (tuple(x.shape), str(x.device))
+    if key not in model._regime_for:
+        model._regime_for[key] = choose(Sizes(model, x))
+    regime = model._regime_for[key]
+    if regime is not None and regime not in model._regimes:
+        raise ValueError(f"choose_regime gave {regime!r}; REGIMES has {sorted(model._regimes)}")
+    if regime != model._regime:
+        model.tunables.clear()
+        model.tunables.update(model._defaults if regime is None else model._regimes[regime])
+        model._regime = regime
+
+
 def checked(tunables: dict[str, str], space: dict[str, Any], where: str) -> dict[str, str]:
     """The tunables, or a ValueError naming the one outside the declared space."""
     for key, value in tunables.items():
