@@ -80,6 +80,11 @@ class ExpansionRequest(BaseModel):
         default_factory=list, description="Tree shas already in the ledger (avoid duplicates)."
     )
     seed: int = Field(description="Seed of this expansion's random choices.")
+    config_sizes: dict[str, dict[str, float]] = Field(
+        default_factory=dict,
+        description="The sizes (what a dispatch predicate reads) of each timed configuration: "
+        "the offline operator changes only regimes of a dispatching parent that serve one.",
+    )
 
 
 class ExpansionOutcome(enum.StrEnum):

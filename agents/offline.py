@@ -21,6 +21,7 @@ from agents.mutation import (
     enforce_forbidden,
     propose_variant,
 )
+from agents.regimes import DEFAULT_REGIME, serving_regimes, write_regime
 from agents.tunables import (
     TunablesError,
     read_docs,
@@ -114,19 +115,25 @@ class _Plan:
 
     request: ExpansionRequest
     source: str
-    parent: dict[str, str]
     space: dict[str, list[str]]
     search_space: SearchSpace
     docs: dict[str, str]
     targets: dict[str, str | None]
     donors: list[dict[str, str]]
+    # The parent's regimes that serve a configuration (DEFAULT_REGIME: its TUNABLES): a
+    # dispatching parent is changed one regime at a time, as a plain one is as a whole.
+    regimes: dict[str, dict[str, str]]
 
 
-def _message_variables(plan: _Plan, changes: list[TunableChange]) -> dict[str, str]:
+def _message_variables(plan: _Plan, changes: list[TunableChange], regime: str) -> dict[str, str]:
     idea = plan.request.idea
     recombined = any(c.reason == ChangeReason.RECOMBINE for c in changes)
+    where = "" if len(plan.regimes) == 1 else f" [{regime}]"
+    operator = "idea-guided mutation" + (" + recombination" if recombined else "")
+    if where:
+        operator += f" of the parent's regime {regime} (the sizes its dispatch sends there)"
     return {
-        "title": f"{idea.idea_id}: " + ", ".join(f"{c.name}={c.new}" for c in changes),
+        "title": f"{idea.idea_id}{where}: " + ", ".join(f"{c.name}={c.new}" for c in changes),
         "idea_text": idea.text
         + ("" if plan.targets else " (matched no declared tunable: explored at random)"),
         "hypothesis": "; ".join(
@@ -135,7 +142,7 @@ def _message_variables(plan: _Plan, changes: list[TunableChange]) -> dict[str, s
         "prediction": _prediction(changes, idea.quality),
         "changes": _changes_text(changes, plan.docs),
         "parent_sha": plan.request.parent_sha,
-        "operator": "idea-guided mutation" + (" + recombination" if recombined else ""),
+        "operator": operator,
     }
 
 
@@ -154,24 +161,25 @@ class OfflineExpander:
         repo = git.Repo(request.repo_path)
         try:
             source = repo.git.show(f"{request.parent_sha}:{request.candidate_file}")
-            parent, space, docs = read_tunables(source), read_space(source), read_docs(source)
+            space, docs = read_space(source), read_docs(source)
             search_space = SearchSpace(values=space, requires=read_requirements(source))
+            regimes = serving_regimes(source, request.config_sizes)
         except git.GitCommandError as exc:
             reason = f"cannot read the parent: {exc}"
             return self._result(ExpansionOutcome.INFRASTRUCTURE_ERROR, reason, started)
-        except TunablesError as exc:
+        except (TunablesError, SyntaxError) as exc:
             # Code without declared tunables: this operator has nothing it can change there.
             reason = f"cannot read the parent's tunables: {exc}"
             return self._result(ExpansionOutcome.NO_CHANGE, reason, started)
         plan = _Plan(
             request=request,
             source=source,
-            parent=parent,
             space=space,
             search_space=search_space,
             docs=docs,
             targets=dict(request.idea.targets) or interpret_idea(request.idea.text, space),
             donors=self._donors(repo, request),
+            regimes=regimes,
         )
         worktree = add_worktree(repo, request.worktree_root, request.branch, request.parent_sha)
         try:
@@ -196,23 +204,31 @@ class OfflineExpander:
         forbidden = forbidden_settings(request.constraints)
         known = set(request.known_trees)
         tree_repo = git.Repo(worktree)
+        names = sorted(plan.regimes)
         for _ in range(self.max_attempts):
+            regime = names[int(rng.integers(len(names)))]
+            parent = plan.regimes[regime]
             variant = propose_variant(
-                plan.parent, plan.search_space, plan.targets, plan.donors, rng, self.settings
+                parent, plan.search_space, plan.targets, plan.donors, rng, self.settings
             )
-            child = enforce_forbidden(variant.tunables, plan.parent, plan.space, forbidden)
+            child = enforce_forbidden(variant.tunables, parent, plan.space, forbidden)
             effective = plan.search_space.effective
-            if effective(child) == effective(plan.parent):
+            if effective(child) == effective(parent):
                 continue  # nothing that acts moved: the judge would time the parent again
-            (worktree / request.candidate_file).write_text(write_tunables(plan.source, child))
+            text = (
+                write_tunables(plan.source, child)
+                if regime == DEFAULT_REGIME
+                else write_regime(plan.source, regime, child, request.parent_sha)
+            )
+            (worktree / request.candidate_file).write_text(text)
             # git's own add: GitPython's index.add changes the process's working directory,
             # which another expansion's thread shares.
             tree_repo.git.add("--", request.candidate_file)
             tree_sha = tree_repo.git.write_tree()
             if tree_sha in known:
                 continue
-            changes = describe_changes(plan.parent, child, variant.reasons)
-            prompt = render_prompt("offline_commit", _message_variables(plan, changes))
+            changes = describe_changes(parent, child, variant.reasons)
+            prompt = render_prompt("offline_commit", _message_variables(plan, changes, regime))
             actor = git.Actor("ratchet offline expander", "offline@ratchet.invalid")
             commit = commit_worktree(
                 request.repo_path, worktree, request.branch, prompt.text, actor

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 import git
 
@@ -12,12 +13,12 @@ from agents.dispatch import (
     RegimeBranch,
     code_outside_blocks,
     has_dispatch_block,
-    read_regimes,
 )
+from agents.regimes import DEFAULT_REGIME, read_dispatch_tree, regime_for, regime_settings
 from agents.tunables import TunablesError, read_tunables
 from orchestrator.events import StepStarted
 from orchestrator.regime_scores import measured_scores
-from orchestrator.stages import LoopContext, record_expansion, recover_commit
+from orchestrator.stages import LoopContext, record_expansion, recover_commit, timed_sizes
 from orchestrator.state import SearchState, StepView
 from orchestrator.workspace import read_file, step_branch
 from search import (
@@ -30,12 +31,37 @@ from search import (
 )
 
 COMPOSE_IDEA = "compose-regimes"
+# A variant id names a plain candidate by its sha, or one regime of a dispatching one as
+# SHA#REGIME (what that candidate ran on the configs its dispatch sends there).
+REGIME_MARK = "#"
+# (variant id, its settings, the configs it serves: None for a plain candidate's all)
+ComposablePart = tuple[str, dict[str, str], set[str] | None]
+Composable = tuple[str, list[ComposablePart]]
 
 
-def _plain_variant(ctx: LoopContext, sha: str) -> tuple[str, dict[str, str]] | None:
-    """The candidate's code outside its blocks and its tunables (None: it dispatches, or the
-    composer cannot read it), read once per commit."""
-    cache = ctx.caches.plain_variants
+def composable_parts(source: str, sha: str, sizes: Mapping[str, Mapping[str, float]]) -> Composable:
+    """The candidate's code outside its blocks and the settings it runs each config with:
+    a plain candidate's one set everywhere, or each regime of a dispatching one with the
+    configs its dispatch sends there (a regime that serves none is left out). A dispatch the
+    composer cannot read raises TunablesError."""
+    regimes = regime_settings(source)
+    if len(regimes) == 1:
+        return code_outside_blocks(source), [(sha, regimes[DEFAULT_REGIME], None)]
+    tree = read_dispatch_tree(source)
+    served: dict[str, set[str]] = {}
+    for config, point in sizes.items():
+        served.setdefault(regime_for(tree, point) or DEFAULT_REGIME, set()).add(config)
+    parts: list[ComposablePart] = [
+        (f"{sha}{REGIME_MARK}{name}", settings, served[name])
+        for name, settings in regimes.items()
+        if served.get(name)
+    ]
+    return code_outside_blocks(source), parts
+
+
+def _composable(ctx: LoopContext, sha: str) -> Composable | None:
+    """composable_parts of a commit, read once (None: the composer cannot read it)."""
+    cache = ctx.caches.composable
     if sha in cache:
         return cache[sha]
     try:
@@ -43,21 +69,38 @@ def _plain_variant(ctx: LoopContext, sha: str) -> tuple[str, dict[str, str]] | N
     except git.GitCommandError:
         return None  # not remembered: the next step reads it again
     try:
-        plain = not read_regimes(source)
-        cache[sha] = (code_outside_blocks(source), read_tunables(source)) if plain else None
+        cache[sha] = composable_parts(source, sha, timed_sizes(ctx))
     except (TunablesError, SyntaxError, ValueError):
         cache[sha] = None  # code the composer cannot read takes no part
     return cache[sha]
 
 
-def _plain_variants(ctx: LoopContext, state: SearchState, shared: str) -> dict[str, dict[str, str]]:
-    """Tunables of every candidate that runs the frontier's code and dispatches nowhere."""
+def _variants(
+    ctx: LoopContext, state: SearchState, shared: str
+) -> dict[str, tuple[dict[str, str], set[str] | None]]:
+    """Every set of settings the run measured on the frontier's code: plain candidates, and
+    the regimes of dispatching ones (a regime was measured on the configs it serves), by
+    variant id (the sha, or SHA#REGIME)."""
     variants = {}
     for sha in state.candidates:
-        read = _plain_variant(ctx, sha)
+        read = _composable(ctx, sha)
         if read is not None and read[0] == shared:
-            variants[sha] = dict(read[1])
+            for variant_id, settings, served in read[1]:
+                variants[variant_id] = (dict(settings), served)
     return variants
+
+
+def variant_settings(source: str, variant_id: str) -> dict[str, str]:
+    """The settings a variant id names in its candidate's source: the TUNABLES, or one
+    regime's."""
+    regime = variant_id.partition(REGIME_MARK)[2]
+    return regime_settings(source)[regime] if regime else read_tunables(source)
+
+
+def short_id(variant_id: str) -> str:
+    """A variant id as a message shows it: a short sha, and the regime if it names one."""
+    sha, mark, regime = variant_id.partition(REGIME_MARK)
+    return f"{sha[:10]}{mark}{regime}"
 
 
 def _tried(state: SearchState) -> tuple[set[tuple[tuple[str, str], ...]], bool]:
@@ -89,19 +132,22 @@ def composition_plan(ctx: LoopContext, state: SearchState) -> DispatchPlan | Non
         return None
     if not has_dispatch_block(source):
         return None
-    timed = [c for c in ctx.config_set.config_ids if c not in ctx.workload.oracle_only_ids()]
-    features = {c: ctx.workload.dispatch_features(c) for c in timed}
+    features = timed_sizes(ctx)
     scores = measured_scores(ctx.ledger, anchor=frontier)
-    plain = _plain_variants(ctx, state, code_outside_blocks(source))
-    variants = [
-        RegimeVariant(
-            variant_id=sha,
-            scores={c: v.median for c, v in scores[sha].items() if c in features},
-            lows={c: v.low for c, v in scores[sha].items() if c in features},
-        )
-        for sha in plain
-        if sha in scores
-    ]
+    variants = []
+    for variant_id, (_, served) in _variants(ctx, state, code_outside_blocks(source)).items():
+        measured = scores.get(variant_id.partition(REGIME_MARK)[0], {})
+        kept = {
+            c: v for c, v in measured.items() if c in features and (served is None or c in served)
+        }
+        if kept:
+            variants.append(
+                RegimeVariant(
+                    variant_id=variant_id,
+                    scores={c: v.median for c, v in kept.items()},
+                    lows={c: v.low for c, v in kept.items()},
+                )
+            )
     incumbent = _incumbent(variants, set(features))
     if incumbent is None:
         return None
@@ -156,10 +202,14 @@ def compose_step(ctx: LoopContext, state: SearchState, step: StepView) -> None:
     plan = DispatchPlan.model_validate(started.composition)
     default = plan.variants[0]
     names = {sha: f"r{i}" for i, sha in enumerate(plan.variants[1:], start=1)}
-    sources = {sha: read_file(ctx.repo, sha, ctx.workload.candidate_file) for sha in plan.variants}
+    sources = {
+        variant: read_file(ctx.repo, variant.partition(REGIME_MARK)[0], ctx.workload.candidate_file)
+        for variant in plan.variants
+    }
+    settings = {variant: variant_settings(sources[variant], variant) for variant in plan.variants}
     regimes = [
-        Regime(name=name, tunables=read_tunables(sources[sha]), source_sha=sha)
-        for sha, name in names.items()
+        Regime(name=name, tunables=settings[variant], source_sha=variant)
+        for variant, name in names.items()
     ]
     request = CompositionRequest(
         repo_path=ctx.paths.repo,
@@ -167,7 +217,7 @@ def compose_step(ctx: LoopContext, state: SearchState, step: StepView) -> None:
         base_sha=started.parent_sha,
         branch=step_branch(started.step),
         candidate_file=ctx.workload.candidate_file,
-        default_tunables=read_tunables(sources[default]),
+        default_tunables=settings[default],
         regimes=regimes,
         tree=_branch(plan.root, default, names),
         sources=sources,
@@ -194,11 +244,11 @@ def _message(plan: DispatchPlan, names: dict[str, str], parent: str) -> dict[str
     for config, sha in sorted(plan.assignment.items()):
         served.setdefault(sha, []).append(config)
     regimes = "\n".join(
-        f"- {label[sha]} ({sha[:10]}): configs {', '.join(configs)}"
+        f"- {label[sha]} ({short_id(sha)}): configs {', '.join(configs)}"
         for sha, configs in served.items()
     )
     predicted = "\n".join(f"- {c}: {s:.3f}x" for c, s in sorted(plan.predicted.items()))
-    title = ", ".join(f"{label[sha]}={sha[:10]}" for sha in plan.variants)
+    title = ", ".join(f"{label[sha]}={short_id(sha)}" for sha in plan.variants)
     return {
         "title": f"{len(plan.variants)} regimes ({title})",
         "regimes": regimes,

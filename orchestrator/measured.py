@@ -19,6 +19,7 @@ from orchestrator.evaluation import (
 )
 from orchestrator.events import Stage, VerdictDetails
 from orchestrator.replication import replication_records, riding_verification
+from orchestrator.screen_scope import screen_configs
 from orchestrator.settings import ScreenGateRule, Settings, default_timing
 from orchestrator.stages import LoopContext, estimate, failed_verdict, verdict_record
 from orchestrator.state import SearchState, StepView
@@ -95,19 +96,12 @@ def _label(ctx: LoopContext, step: int) -> str:
 def plan_screen(ctx: LoopContext, state: SearchState, step: StepView) -> StagePlan:
     """Correctness and a short paired timing against the parent on the screening configs."""
     assert step.sha is not None
-    number = step.started.step
-    redirect = state.redirect if state.redirect and number <= state.redirect.until_step else None
-    configs = (
-        list(redirect.configs)
-        if redirect and redirect.configs
-        else list(ctx.config_set.screening_ids)
-    )
     job = StageRequest(
-        step=number,
+        step=step.started.step,
         sha=step.sha,
         stage=Stage.SCREEN,
         arms=screen_arms(step.sha, step.started.parent_sha, state.frontier_sha),
-        config_ids=configs,
+        config_ids=screen_configs(ctx, state, step),
         timing=ctx.settings.screen_timing or default_timing(ctx.device, "screen"),
         config_weights=state.config_weights,
         time_limit_s=screen_time_limit(ctx.settings),

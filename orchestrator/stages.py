@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Protocol
+from typing import Any, Protocol
 
 import git
 
@@ -84,9 +84,9 @@ class DerivedCaches:
     Parsing them all anew each step cost the judges' cores seconds a minute."""
 
     static: FileFindingsCache = field(default_factory=FileFindingsCache)
-    # sha -> (the code outside its tunables and dispatch blocks, its tunables), or None when
-    # the candidate dispatches or cannot be read (composition leaves it out).
-    plain_variants: dict[str, tuple[str, dict[str, str]] | None] = field(default_factory=dict)
+    # sha -> (the code outside its tunables and dispatch blocks, [(variant id, settings, the
+    # configs they serve)]), or None when composition cannot read the candidate.
+    composable: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -166,7 +166,19 @@ def expansion_request(ctx: LoopContext, state: SearchState, step: StepView) -> E
         context=ctx.context_for(state, started) if ctx.context_for else None,
         known_trees=[c.tree_sha for c in state.candidates.values()],
         seed=ctx.settings.seed * 1_000_003 + number,
+        config_sizes=timed_sizes(ctx),
     )
+
+
+def timed_sizes(ctx: LoopContext) -> dict[str, dict[str, float]]:
+    """What a dispatch predicate reads for each configuration the run times (oracle-only
+    configurations are checked, never timed, so no regime is chosen for them)."""
+    oracle_only = ctx.workload.oracle_only_ids()
+    return {
+        c: ctx.workload.dispatch_features(c)
+        for c in ctx.config_set.config_ids
+        if c not in oracle_only
+    }
 
 
 def recover_commit(ctx: LoopContext, started: StepStarted, agent: str) -> bool:

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import math
+import shutil
 from pathlib import Path
 
 import git
 import pytest
 
 from agents.dispatch import read_regimes
+from agents.regimes import changed_configs
+from kernels.matchain.workload import SWEPT, matchain_workload
 from ledger import Ledger
 from orchestrator import service
 from orchestrator.composition import COMPOSE_IDEA
@@ -83,3 +87,32 @@ def test_the_frontier_passed_feasibility_and_only_a_checked_candidate_exports(
     assert not (tmp_path / "other").exists()
     marked = service.export(run_dir, other, tmp_path / "other", unchecked=True)
     assert marked.feasibility == "unchecked"
+
+
+def test_children_of_the_composition_are_screened_where_their_change_reaches(
+    run_dir: Path, tmp_path: Path
+) -> None:
+    # Go on from the composed frontier: three more steps that must expand it. Each child
+    # changes one of its regimes, and its screen measures the configs that regime serves.
+    run = tmp_path / "run"
+    shutil.copytree(run_dir, run)
+    with Ledger.open_path(run / "ledger.sqlite", create=False) as ledger:
+        composed = str(derive_state(ledger).frontier_sha)
+    service.inject_message(run, "REDIRECT", f"parent={composed} steps=3")
+    settings = fast_settings(run, workload="matchain", max_candidates=6, verify_frontier=False)
+    service.run_search(settings, ListReporter())
+    with Ledger.open_path(run / "ledger.sqlite", create=False) as ledger:
+        state = derive_state(ledger)
+    repo = git.Repo(run / "repo")
+    parent = repo.git.show(f"{composed}:candidate.py")
+    sizes = {c: matchain_workload().dispatch_features(c) for c in SWEPT}
+    children = [c for c in state.candidates.values() if c.parent_sha == composed]
+    assert len(children) >= 3, [(c.step, c.idea_id) for c in children]
+    narrowed = 0
+    for child in children:
+        changed = changed_configs(parent, repo.git.show(f"{child.sha}:candidate.py"), sizes)
+        assert changed, child.message  # one regime of a tree the operator can read
+        request = json.loads((run / f"evals/step-{child.step:05d}-screen/request.json").read_text())
+        assert set(request["config_ids"]) == changed, (child.message, changed)
+        narrowed += len(changed) < len(SWEPT)
+    assert narrowed, "every child changed a regime that serves every config"

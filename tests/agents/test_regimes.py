@@ -1,0 +1,113 @@
+"""A dispatching candidate's regimes: read back, rewritten one at a time, and what they reach."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agents.dispatch import Regime, RegimeBranch, read_regimes, write_dispatch
+from agents.expander import ExpansionOutcome
+from agents.offline import OfflineExpander
+from agents.regimes import (
+    DEFAULT_REGIME,
+    changed_configs,
+    read_dispatch_tree,
+    serving_regimes,
+    settings_by_config,
+    write_regime,
+)
+from agents.tunables import TunablesError, read_tunables, write_tunables
+from kernels.track3.workload import track3_workload
+from tests.agents.conftest import make_repo
+from tests.agents.test_offline_expander import request
+
+# Narrow models go to r1 (the fused kernels), wide ones keep TUNABLES; r2 serves nobody.
+TREE = RegimeBranch(feature="d_model", threshold=362.0, below="r1", above=None)
+FUSED = {"fused_kernel": "triton", "graph_capture": "cuda_graph"}
+SIZES = {c: track3_workload().dispatch_features(c) for c in ("1", "2", "6", "7", "8", "13")}
+
+
+def dispatching(source: str, tree: RegimeBranch | str | None = TREE) -> str:
+    defaults = read_tunables(source)
+    regimes = [
+        Regime(name="r1", tunables={**defaults, **FUSED}, source_sha="a" * 40),
+        Regime(name="r2", tunables={**defaults, "gelu": "tanh"}, source_sha="b" * 40),
+    ]
+    return write_dispatch(source, regimes, tree)
+
+
+def test_the_composition_steps_tree_reads_back(track3_source: str) -> None:
+    source = dispatching(track3_source)
+    assert read_dispatch_tree(source) == TREE
+    assert read_dispatch_tree(dispatching(track3_source, "r2")) == "r2"
+    assert read_dispatch_tree(track3_source) is None  # the seed's: always TUNABLES
+
+
+def test_a_predicate_in_another_form_is_not_interpreted(track3_source: str) -> None:
+    source = dispatching(track3_source).replace("sizes.d_model < 362.0", "sizes.d_model % 2")
+    with pytest.raises(TunablesError):
+        read_dispatch_tree(source)
+    assert settings_by_config(source, SIZES) is None
+    assert changed_configs(source, source, SIZES) is None
+    assert set(serving_regimes(source, SIZES)) == {DEFAULT_REGIME, "r1", "r2"}
+
+
+def test_a_changed_regime_reaches_exactly_its_configs(track3_source: str) -> None:
+    parent = dispatching(track3_source)
+    retuned = {**read_regimes(parent)["r1"], "fused_rows": "32"}
+    narrow = write_regime(parent, "r1", retuned, "c" * 40)
+    assert changed_configs(parent, narrow, SIZES) == {"1", "2", "6", "7", "13"}
+    wide = write_tunables(parent, {**read_tunables(parent), "matmul_precision": "fp16"})
+    assert changed_configs(parent, wide, SIZES) == {"8"}
+    # The regime nobody is sent to reaches no config; a plain candidate's change, every one.
+    exact = {**read_regimes(parent)["r2"], "gelu": "erf"}
+    unserved = write_regime(parent, "r2", exact, "c" * 40)
+    assert changed_configs(parent, unserved, SIZES) == set()
+    plain = write_tunables(track3_source, {**read_tunables(track3_source), "gelu": "tanh"})
+    assert changed_configs(track3_source, plain, SIZES) == set(SIZES)
+
+
+def test_rewriting_one_regime_keeps_everything_else(track3_source: str) -> None:
+    parent = dispatching(track3_source)
+    settings = {**read_regimes(parent)["r1"], "fused_rows": "32"}
+    child = write_regime(parent, "r1", settings, "c" * 40)
+    assert read_regimes(child) == {**read_regimes(parent), "r1": settings}
+    assert read_tunables(child) == read_tunables(parent)
+    assert read_dispatch_tree(child) == TREE
+    assert f"# changed from candidate {'c' * 12}'s r1" in child
+    assert f"# measured as candidate {'a' * 12}" not in child  # r1's old provenance
+    assert f"# measured as candidate {'b' * 12}" in child  # r2's stays
+    changed = [line for line in child.splitlines() if line not in parent.splitlines()]
+    assert len(changed) == 2, changed  # the provenance comment and the one setting
+    with pytest.raises(TunablesError):
+        write_regime(parent, "r9", settings, "c" * 40)
+
+
+def test_regimes_that_serve_no_config_are_left_alone(track3_source: str) -> None:
+    source = dispatching(track3_source)
+    assert set(serving_regimes(source, SIZES)) == {DEFAULT_REGIME, "r1"}
+    assert set(serving_regimes(source, {})) == {DEFAULT_REGIME, "r1", "r2"}
+    assert set(serving_regimes(track3_source, SIZES)) == {DEFAULT_REGIME}
+
+
+def test_the_operator_changes_one_serving_regime_of_a_dispatching_parent(
+    tmp_path: Path, track3_source: str
+) -> None:
+    repo, sha = make_repo(tmp_path / "repo", dispatching(track3_source))
+    parent = repo.git.show(f"{sha}:candidate.py")
+    reached: set[str] = set()
+    for seed in range(12):
+        req = request(repo, sha, f"cand/{seed}", "retune", {"fused_keys": None}, seed=seed)
+        req = req.model_copy(update={"config_sizes": SIZES})
+        result = OfflineExpander().expand(req)
+        assert result.outcome is ExpansionOutcome.COMMITTED, result.message
+        assert result.sha is not None
+        child = repo.git.show(f"{result.sha}:candidate.py")
+        changed = changed_configs(parent, child, SIZES)
+        assert changed in ({"1", "2", "6", "7", "13"}, {"8"}), (seed, changed)
+        assert read_regimes(child)["r2"] == read_regimes(parent)["r2"]  # serves nobody
+        reached.add("r1" if "[r1]" in result.message else DEFAULT_REGIME)
+        if changed == {"8"}:  # the idea's tunable needs the fused kernel, which it switched on
+            assert read_tunables(child)["fused_kernel"] == "triton"
+    assert reached == {"r1", DEFAULT_REGIME}
