@@ -24,6 +24,14 @@ if [ "$mode" = search ]; then
         [ -f /tmp/run/ledger.sqlite ] || tar xzf "$root/build/issue13/run.tgz" -C /tmp
         resume=(--resume)
     fi
+    if [ ${#resume[@]} -eq 0 ]; then
+        # The seed's CUDA-graph replay against its eager forward, before any GPU time goes
+        # into a search that would build on it.
+        timeout 120 python3 -m pytest -q -p no:cacheprovider -m gpu \
+            tests/kernels/test_track3_capture.py 2>&1 | tail -3 | tee "$OUT/capture-check.txt"
+        grep -q " passed" "$OUT/capture-check.txt" && ! grep -q "failed" "$OUT/capture-check.txt" \
+            || { echo "capture check failed: no search"; exit 1; }
+    fi
     # The abort: a second signal stops the stage in flight (the run resumes from its ledger).
     ( sleep "$kill_s"; pkill -TERM -f "orchestrator.cli run" ) &
     watchdog=$!
@@ -44,6 +52,6 @@ rm -rf issue13-in && cp -r "$frontier_in" issue13-in
 frontier=issue13-in/frontier/submission.py
 [ -f "$frontier" ] || frontier=issue13-in/frontier-unchecked/submission.py
 python3 benchmarks/track3_h200.py --frontier "$frontier" --compile-mode max-autotune \
-    --compile-threads 8 --rounds 10 --ledger-summary issue13-in/status.json \
+    --compile-threads 16 --rounds 10 --ledger-summary issue13-in/status.json \
     --out "$OUT/bench.md" --json-out "$OUT/bench.json" > "$OUT/bench.log" 2>&1
 tail -40 "$OUT/bench.md"
