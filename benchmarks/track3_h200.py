@@ -33,6 +33,7 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
 os.environ.setdefault("TQDM_DISABLE", "1")
 
+from harness.compile_state import forget_compiled_frames  # noqa: E402
 from harness.gate import count_failures  # noqa: E402
 from harness.models import (  # noqa: E402
     ArmKind,
@@ -127,7 +128,7 @@ def measure_config(
     config = judge.workload.configs[config_id]
     reference = judge.runtime.build_reference(config, device)
     row: dict[str, Any] = {"config": config_id, "first_call_s": {}, "failed": {}}
-    _fresh_compiler()
+    forget_compiled_frames()  # this config's shapes compile afresh, under the recompile limit
     compiled_graphs: dict[str, int] = {}
     built: dict[str, Any] = {}
     for arm in request.arms:
@@ -191,16 +192,6 @@ def _compiled_graphs() -> int:
     from torch._dynamo.utils import counters
 
     return int(counters["stats"]["unique_graphs"])
-
-
-def _fresh_compiler() -> None:
-    """Forget the compiled frames of earlier configs, so this config's shapes compile afresh
-    instead of counting against Dynamo's recompile limit (8 shapes of the one reference
-    forward, after which it silently ran eager on the H200)."""
-    if "torch._dynamo" in sys.modules:
-        import torch._dynamo
-
-        torch._dynamo.reset()
 
 
 def _geomean(values: list[float]) -> float:

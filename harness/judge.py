@@ -19,6 +19,7 @@ from harness.checks import (
     classify_output,
     run_trial,
 )
+from harness.compile_state import forget_compiled_frames
 from harness.contention import (
     describe,
     foreign_cpu_limit,
@@ -217,6 +218,7 @@ class Judge:
         oracle = config_id in req.oracle_config_ids
         say(f"config {config_id}: correctness" + (" (memory-bounded oracle)" if oracle else ""))
         config = self.workload.configs[config_id]
+        forget_compiled_frames()
         reference = self.runtime.build_reference(config, req.device)
         judged = self._build(self._arm(req.judged_arm), config, reference)
         if config_id in req.oracle_config_ids:
@@ -331,6 +333,7 @@ class Judge:
         say(f"config {result.config_id}: timing {len(req.arms)} arms")
         assert req.timing is not None
         config = self.workload.configs[result.config_id]
+        forget_compiled_frames()
         reference = self.runtime.build_reference(config, req.device)
         models = {arm.name: self._build(arm, config, reference) for arm in req.arms}
         plans, calls = self._plans(models, config)

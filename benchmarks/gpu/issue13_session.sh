@@ -8,7 +8,10 @@
 # Both run from a clean `git archive` of the commit (build/clean.tgz), never a working tree.
 #   usage (device, repo root, $OUT set):
 #     bash benchmarks/gpu/issue13_session.sh search MINUTES STOP_S KILL_S [resume]
-#     bash benchmarks/gpu/issue13_session.sh bench FRONTIER_DIR    (the search's files, carried)
+#     bash benchmarks/gpu/issue13_session.sh bench FRONTIER_DIR [CONFIGS]   (the search's files,
+#         carried; CONFIGS e.g. 1,2,3,4,5,6,7 and then 8,9,10,11,12,13 in a second command when
+#         one command's 10 minutes cannot hold all 13: a frontier that compiles takes longer.
+#         Join the two bench.json here: python benchmarks/track3_h200.py --merge A B --out ...)
 # `resume` goes on with /tmp/run (a warm machine) or with build/issue13/run.tgz (carried).
 # A run stopped by its MINUTES checks its frontier on config 14 before it exits; one stopped by
 # the STOP_S signal does not, and its export is then marked unchecked.
@@ -53,5 +56,6 @@ frontier=issue13-in/frontier/submission.py
 [ -f "$frontier" ] || frontier=issue13-in/frontier-unchecked/submission.py
 python3 benchmarks/track3_h200.py --frontier "$frontier" --compile-mode max-autotune \
     --compile-threads 16 --rounds 10 --ledger-summary issue13-in/status.json \
+    --configs "${3:-1,2,3,4,5,6,7,8,9,10,11,12,13}" \
     --out "$OUT/bench.md" --json-out "$OUT/bench.json" > "$OUT/bench.log" 2>&1
 tail -40 "$OUT/bench.md"
