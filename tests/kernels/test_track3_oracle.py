@@ -41,3 +41,16 @@ def test_oracle_is_sensitive_to_the_weights() -> None:
         reference.state_dict()["layers.0.ffn_in.bias"].add_(0.01)
         drifted = BlockedOracle(reference)(x, mask)
     assert (drifted - expected).abs().max().item() > 1e-4
+
+
+def test_oracle_masks_padded_keys_anywhere_in_the_sequence() -> None:
+    """Right padding never reaches a valid query under the causal mask; holes do."""
+    config = REDUCED[2]
+    reference = build_reference_model(config)
+    x, _ = generate_inputs(config, 5, 0.0)
+    mask = torch.rand(x.shape[:2], generator=torch.Generator().manual_seed(2)) > 0.3
+    x = x.masked_fill(~mask[..., None], 0.0)
+    with torch.no_grad():
+        expected = reference(x, mask)
+        got = BlockedOracle(reference, query_block=64, key_block=96)(x, mask)
+    assert (got - expected).abs().max().item() < 1e-5
