@@ -2,7 +2,9 @@
 
 Usage: python benchmarks/stage_times.py RUN_DIR [RUN_DIR ...]
 Prints one markdown row per run: screens and sweeps (count, median wall s), all judge wall
-time, and the sweeps measured again because the frontier changed while they ran.
+time, and the sweeps measured again because the frontier changed while they ran. Then, for
+runs whose judge recorded them (harness.stage_clock), the judge's seconds by phase summed over
+every evaluation of each stage, read from the run dir's evals/*/result.json.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from harness.models import EvaluationResult  # noqa: E402
+from harness.stage_clock import JudgePhase  # noqa: E402
 from ledger import Ledger, LedgerNotFoundError  # noqa: E402
 from orchestrator.events import EvaluationSummary, EventKind, Stage  # noqa: E402
 from orchestrator.state import derive_state  # noqa: E402
@@ -38,6 +42,30 @@ def stage_row(run_dir: Path) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
+def phase_rows(run_dir: Path) -> list[str]:
+    """Per stage (screen, sweep, ...): evaluations, judge wall s, and s per judging phase
+    (what is left is process start, imports and the device checks around the configs)."""
+    totals: dict[str, dict[str, float]] = {}
+    for path in sorted((run_dir / "evals").glob("*/result.json")):
+        result = EvaluationResult.model_validate_json(path.read_text())
+        stage = path.parent.name.rsplit("-", 1)[-1]
+        row = totals.setdefault(stage, {"evaluations": 0.0, "wall": 0.0})
+        row["evaluations"] += 1
+        row["wall"] += result.wall_s
+        for config in result.configs:
+            for phase, seconds in config.phase_s.items():
+                row[phase] = row.get(phase, 0.0) + seconds
+    rows = []
+    for stage, row in sorted(totals.items()):
+        phases = [row.get(p.value, 0.0) for p in JudgePhase]
+        if not any(phases):
+            continue  # judged before the phases were recorded
+        rest = row["wall"] - sum(phases)
+        cells = [str(run_dir), stage, f"{row['evaluations']:.0f}", f"{row['wall']:.1f}"]
+        rows.append("| " + " | ".join(cells + [f"{v:.1f}" for v in (*phases, rest)]) + " |")
+    return rows
+
+
 def main(argv: list[str]) -> int:
     if not argv:
         print(__doc__, file=sys.stderr)
@@ -53,6 +81,12 @@ def main(argv: list[str]) -> int:
     print("| " + " | ".join(header) + " |")
     print("|---|---:|---:|---:|---:|")
     print("\n".join(rows))
+    phases = [row for name in argv for row in phase_rows(Path(name))]
+    if phases:
+        names = [p.value for p in JudgePhase]
+        print("\n| run dir | stage | evaluations | wall s | " + " | ".join(names) + " | rest |")
+        print("|---|---|---:|---:|" + "---:|" * (len(names) + 1))
+        print("\n".join(phases))
     return 0
 
 

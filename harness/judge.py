@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,8 +27,15 @@ from harness.contention import (
     take_snapshot,
 )
 from harness.gate import inputs_unchanged
+from harness.judge_failures import (
+    EvaluationFailure,
+    describe_failure,
+    inference_failure,
+    reject,
+    say,
+    tail_traceback,
+)
 from harness.models import (
-    PROGRESS_PREFIX,
     ArmKind,
     ArmSpec,
     ConfigResult,
@@ -39,70 +45,13 @@ from harness.models import (
     RejectReason,
     TrialResult,
 )
+from harness.stage_clock import JudgePhase, phase_clock
 from harness.supervisor import host_parent_pid, host_pid
 from harness.timing import ArmPlan, BlockTimer, TimingJob, calibrate_calls, time_arms
 from kernels.workload import TrialSpec, Workload, WorkloadRuntime
 
-INTEGRITY = {
-    RejectReason.TIMER_TAMPERING,
-    RejectReason.BACKGROUND_THREAD,
-    RejectReason.SIDE_STREAM_WORK,
-    RejectReason.IMPLAUSIBLE_TIME,
-}
 SIDE_STREAM_RATIO = 3.0
 ROOFLINE_SAFETY = 0.5  # FLOPs and bytes are lower bounds; an fp8 path may double the rate
-
-
-class EvaluationFailure(Exception):
-    """A candidate-caused failure that ends the evaluation with an outcome and a reason."""
-
-    def __init__(self, outcome: Outcome, message: str, reason: RejectReason | None) -> None:
-        super().__init__(message)
-        self.outcome = outcome
-        self.message = message
-        self.reason = reason
-
-
-def _tail() -> str:
-    return traceback.format_exc()[-3000:]
-
-
-def inference_failure(trial: TrialSpec, problem: str) -> TrialResult:
-    """A candidate that works only outside torch.inference_mode()."""
-    return TrialResult(
-        trial=trial,
-        passed=False,
-        failed_elements=0,
-        total_elements=0,
-        max_abs_error=None,
-        problem=problem[-1500:],
-        reason=RejectReason.RUNTIME_ERROR,
-        phase="inference_mode",
-    )
-
-
-def say(text: str) -> None:
-    """A progress line for the launcher (the log's PROGRESS_PREFIX lines)."""
-    print(PROGRESS_PREFIX + text, flush=True)
-
-
-def describe_failure(trial: TrialResult) -> str:
-    """What went wrong in one trial, never an empty cause."""
-    reason = trial.reason.value if trial.reason else "wrong_output"
-    where = f"trial seed {trial.trial.seed} ({trial.phase})"
-    if trial.problem:
-        return f"{reason}: {trial.problem} [{where}]"
-    error = f", largest |out - ref| {trial.max_abs_error:.3g}" if trial.max_abs_error else ""
-    return (
-        f"{reason}: {trial.failed_elements} of {trial.total_elements} output elements outside "
-        f"the tolerance{error} [{where}]"
-    )
-
-
-def reject(reason: RejectReason, message: str) -> EvaluationFailure:
-    """The failure for a rejection reason (integrity reasons are REJECTED, others INCORRECT)."""
-    outcome = Outcome.REJECTED if reason in INTEGRITY else Outcome.INCORRECT
-    return EvaluationFailure(outcome, message, reason)
 
 
 class InputPool:
@@ -156,7 +105,7 @@ class Judge:
                 self.entries[arm.name], reference, config, self.request.device
             )
         except BaseException:
-            message = f"arm {arm.name} failed to build:\n{_tail()}"
+            message = f"arm {arm.name} failed to build:\n{tail_traceback()}"
             raise EvaluationFailure(
                 Outcome.RUNTIME_ERROR, message, RejectReason.RUNTIME_ERROR
             ) from None
@@ -218,37 +167,48 @@ class Judge:
         oracle = config_id in req.oracle_config_ids
         say(f"config {config_id}: correctness" + (" (memory-bounded oracle)" if oracle else ""))
         config = self.workload.configs[config_id]
-        forget_compiled_frames()
-        reference = self.runtime.build_reference(config, req.device)
-        judged = self._build(self._arm(req.judged_arm), config, reference)
-        if config_id in req.oracle_config_ids:
-            reference = self.runtime.build_oracle(reference, config, req.device)
-        ctx, refs = self._context(config), ReferenceCache(reference, self._context(config))
         result = ConfigResult(config_id=config_id)
+        with phase_clock(result.phase_s, JudgePhase.CHECK_BUILD):
+            forget_compiled_frames()
+            reference = self.runtime.build_reference(config, req.device)
+            judged = self._build(self._arm(req.judged_arm), config, reference)
+            if oracle:
+                reference = self.runtime.build_oracle(reference, config, req.device)
+        ctx, refs = self._context(config), ReferenceCache(reference, self._context(config))
+        with phase_clock(result.phase_s, JudgePhase.CHECK_TRIALS):
+            if not self._run_trials(ctx, refs, judged, result):
+                return result  # a failing candidate gets no timing; later checks add nothing
+        with phase_clock(result.phase_s, JudgePhase.CHECK_EXTRA):
+            if len(req.trials) >= 2 and not oracle:
+                aliasing = check_aliasing(ctx, judged, refs, (req.trials[0], req.trials[-1]))
+                if not aliasing.passed:
+                    result.trials.append(aliasing)
+                elif self.request.inference_mode_check:
+                    served = self._served(config, reference, ctx, refs)
+                    if not served.passed:
+                        result.trials.append(served)
+            if oracle:
+                result.feasibility = self._feasibility(judged, config)
+        return result
+
+    def _run_trials(
+        self, ctx: CheckContext, refs: ReferenceCache, judged: Any, result: ConfigResult
+    ) -> bool:
+        """The correctness trials of one config, into result; False at the first failure."""
         alive = []  # inputs stay allocated so no two trials share an address
-        for trial in self._trials_for(config_id):
+        for trial in self._trials_for(result.config_id):
             try:
                 verdict, _, inputs = run_trial(ctx, judged, refs, trial)
             except BaseException:
-                message = f"{req.judged_arm} raised on config {config_id}:\n{_tail()}"
+                message = f"{self.request.judged_arm} raised on config {result.config_id}:\n"
                 raise EvaluationFailure(
-                    Outcome.RUNTIME_ERROR, message, RejectReason.RUNTIME_ERROR
+                    Outcome.RUNTIME_ERROR, message + tail_traceback(), RejectReason.RUNTIME_ERROR
                 ) from None
             alive.append(inputs)
             result.trials.append(verdict)
             if not verdict.passed:
-                return result  # a failing candidate gets no timing; later trials add nothing
-        if len(req.trials) >= 2 and config_id not in req.oracle_config_ids:
-            aliasing = check_aliasing(ctx, judged, refs, (req.trials[0], req.trials[-1]))
-            if not aliasing.passed:
-                result.trials.append(aliasing)
-            elif self.request.inference_mode_check:
-                served = self._served(config, reference, ctx, refs)
-                if not served.passed:
-                    result.trials.append(served)
-        if config_id in req.oracle_config_ids:
-            result.feasibility = self._feasibility(judged, config)
-        return result
+                return False
+        return True
 
     def _served(
         self, config: Any, reference: Any, ctx: CheckContext, refs: ReferenceCache
@@ -264,7 +224,8 @@ class Judge:
             problem = f"built under torch.inference_mode(): {failure.message[-600:]}"
             return inference_failure(trial, problem)
         except Exception:  # the candidate's own error, under inference mode only
-            return inference_failure(trial, f"called under torch.inference_mode(): {_tail()}")
+            problem = f"called under torch.inference_mode(): {tail_traceback()}"
+            return inference_failure(trial, problem)
         return verdict
 
     def _trials_for(self, config_id: str) -> list[TrialSpec]:
@@ -333,10 +294,12 @@ class Judge:
         say(f"config {result.config_id}: timing {len(req.arms)} arms")
         assert req.timing is not None
         config = self.workload.configs[result.config_id]
-        forget_compiled_frames()
-        reference = self.runtime.build_reference(config, req.device)
-        models = {arm.name: self._build(arm, config, reference) for arm in req.arms}
-        plans, calls = self._plans(models, config)
+        with phase_clock(result.phase_s, JudgePhase.TIMING_BUILD):
+            forget_compiled_frames()
+            reference = self.runtime.build_reference(config, req.device)
+            models = {arm.name: self._build(arm, config, reference) for arm in req.arms}
+        with phase_clock(result.phase_s, JudgePhase.TIMING_WARMUP):
+            plans, calls = self._plans(models, config)
         gpu_uuid = gpu_uuid_of(req.device)
         before = take_snapshot(req.device, gpu_uuid)
         job = TimingJob(
@@ -349,11 +312,12 @@ class Judge:
             spot_check=self._spot_checker(config, ReferenceCache(reference, self._context(config))),
         )
         try:
-            log, stats = time_arms(job, calls)
+            with phase_clock(result.phase_s, JudgePhase.TIMING_ROUNDS):
+                log, stats = time_arms(job, calls)
         except EvaluationFailure:
             raise
         except BaseException:
-            message = f"an arm raised while timed on config {result.config_id}:\n{_tail()}"
+            message = f"an arm raised while timed on config {result.config_id}:\n{tail_traceback()}"
             raise EvaluationFailure(
                 Outcome.RUNTIME_ERROR, message, RejectReason.RUNTIME_ERROR
             ) from None
@@ -369,7 +333,8 @@ class Judge:
         result.protocol = plans[req.judged_arm].mode
         result.host_over_device = float(np.median(log.host_ratio[req.judged_arm]))
         self._plausibility(result, config)
-        self._recheck(config, reference, models[req.judged_arm], result)
+        with phase_clock(result.phase_s, JudgePhase.RECHECK):
+            self._recheck(config, reference, models[req.judged_arm], result)
         return log.rounds
 
     def _plans(

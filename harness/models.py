@@ -279,6 +279,11 @@ class ConfigResult(BaseModel):
     feasibility: dict[str, float] | None = Field(
         default=None, description="Oracle configs: peak memory bytes, latency s, elements."
     )
+    phase_s: dict[str, float] = Field(
+        default_factory=dict,
+        description="Wall seconds per judging phase of this config (harness.stage_clock."
+        "JudgePhase values: building, trials, warm-up, timed rounds, re-check).",
+    )
 
     @property
     def correct(self) -> bool:

@@ -1,0 +1,64 @@
+"""Each config's judging records the wall time of its phases, also for a failing candidate."""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from harness.models import Outcome
+from harness.runner import RunnerSettings, run_evaluation
+from harness.stage_clock import JudgePhase, phase_clock
+from tests.harness.conftest import CODE_ROOT, softmax_request
+
+STAGE_TIMES = CODE_ROOT / "benchmarks/stage_times.py"
+
+
+def test_a_phase_is_clocked_when_its_block_raises() -> None:
+    record: dict[str, float] = {}
+    with phase_clock(record, JudgePhase.RECHECK):
+        pass
+    with pytest.raises(ValueError), phase_clock(record, JudgePhase.CHECK_BUILD):
+        raise ValueError("the candidate failed to build")
+    assert set(record) == {"recheck", "check_build"}
+    assert all(seconds >= 0.0 for seconds in record.values())
+
+
+@pytest.mark.slow
+def test_the_judge_records_every_phase_of_every_config(
+    write_candidate: Callable[..., Path], tmp_path: Path, runner_settings: RunnerSettings
+) -> None:
+    good = write_candidate("good", "return torch.softmax(x, dim=-1)")
+    result = run_evaluation(softmax_request(good), tmp_path / "good", runner_settings)
+    assert result.outcome is Outcome.PASSED, result.message
+    for config in result.configs:
+        assert set(config.phase_s) == {phase.value for phase in JudgePhase}, config.config_id
+        assert config.phase_s["timing_rounds"] > 0.0
+    assert sum(sum(c.phase_s.values()) for c in result.configs) <= result.wall_s
+    wrong = write_candidate("wrong", "return torch.softmax(x, dim=-1) * 1.01")
+    failed = run_evaluation(softmax_request(wrong), tmp_path / "wrong", runner_settings)
+    assert failed.outcome is Outcome.INCORRECT
+    assert set(failed.configs[0].phase_s) == {"check_build", "check_trials"}
+
+
+@pytest.mark.slow
+def test_stage_times_sums_the_phases_of_a_run_dirs_evaluations(
+    write_candidate: Callable[..., Path], tmp_path: Path, runner_settings: RunnerSettings
+) -> None:
+    good = write_candidate("good", "return torch.softmax(x, dim=-1)")
+    work = tmp_path / "run" / "evals" / "step-00001-sweep"
+    result = run_evaluation(softmax_request(good), work, runner_settings)
+    assert (work / "result.json").is_file()
+    spec = importlib.util.spec_from_file_location("stage_times", STAGE_TIMES)
+    assert spec is not None and spec.loader is not None
+    stage_times = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(stage_times)
+    (row,) = stage_times.phase_rows(tmp_path / "run")
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[1:3] == ["sweep", "1"]
+    assert float(cells[3]) == pytest.approx(result.wall_s, abs=0.05)
+    rounds = float(cells[4 + [p.value for p in JudgePhase].index("timing_rounds")])
+    total = sum(c.phase_s["timing_rounds"] for c in result.configs)
+    assert rounds == pytest.approx(total, abs=0.05)
