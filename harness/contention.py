@@ -98,17 +98,19 @@ def judged_gpu_row(rows: list[str], gpu_uuid: str | None) -> list[str] | None:
 
 
 def _gpu_state(gpu_uuid: str | None) -> tuple[list[int], float | None, list[str]]:
-    listed = _nvidia_smi(["--query-gpu=uuid", "--format=csv,noheader,nounits"])
-    if gpu_uuid is not None and _bare_uuid(gpu_uuid) not in {_bare_uuid(u) for u in listed}:
-        gpu_uuid = None  # cannot tell the GPUs apart: count every process on every GPU
-    apps = _nvidia_smi(["--query-compute-apps=pid,gpu_uuid", "--format=csv,noheader,nounits"])
-    pids = compute_pids(apps, gpu_uuid)
+    # Two nvidia-smi calls a reading (each a process start, twice per timed config): the GPU
+    # rows also list the UUIDs.
     rows = _nvidia_smi(
         [
             "--query-gpu=uuid,clocks.sm,clocks_event_reasons.active",
             "--format=csv,noheader,nounits",
         ]
     )
+    listed = {_bare_uuid(row.split(",")[0]) for row in rows}
+    if gpu_uuid is not None and _bare_uuid(gpu_uuid) not in listed:
+        gpu_uuid = None  # cannot tell the GPUs apart: count every process on every GPU
+    apps = _nvidia_smi(["--query-compute-apps=pid,gpu_uuid", "--format=csv,noheader,nounits"])
+    pids = compute_pids(apps, gpu_uuid)
     clock, slow = None, []
     parts = judged_gpu_row(rows, gpu_uuid)
     if parts:
