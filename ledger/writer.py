@@ -5,17 +5,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from functools import partial
-from typing import Any, NamedTuple
+from typing import Any, Final, NamedTuple
 
-from sqlalchemy import Connection, Select, bindparam, insert, select
+from sqlalchemy import Connection, Table, TextClause, text
 
 from ledger.chain import GENESIS_HASH, canonical_json, entry_hash
 from ledger.errors import DuplicateRecordError
 from ledger.models import (
-    CandidateRow,
     Entry,
-    FingerprintRow,
-    MeasurementRow,
     index_table,
     index_values,
     table,
@@ -58,11 +55,13 @@ def prepare(record: Record) -> Pending:
     return Pending(record, record.entry_kind, payload, payload_json)
 
 
+HEAD_SQL: Final = "SELECT seq, hash FROM entries ORDER BY seq DESC LIMIT 1"
+
+
 def read_head(connection: Connection) -> tuple[int, str]:
     """Seq and hash of the last entry; (0, genesis hash) for an empty ledger."""
-    entries = table(Entry)
-    statement = select(entries.c.seq, entries.c.hash).order_by(entries.c.seq.desc()).limit(1)
-    row = connection.execute(statement).first()
+    # Plain SQL: building and caching a Core statement costs more than SQLite running it.
+    row = connection.execute(text(HEAD_SQL)).first()
     return (0, GENESIS_HASH) if row is None else (row.seq, row.hash)
 
 
@@ -85,14 +84,23 @@ class Planned(NamedTuple):
 
 def link(connection: Connection, batch: Sequence[Pending]) -> Linked:
     """Chain every pending record after the current head; the caller holds the write lock."""
-    lookups: dict[str, Select[int]] = {}
+    lookups: dict[str, TextClause] = {}
     planned = plan(batch, read_head(connection), partial(_stored_seq, connection, lookups))
     # Entries first: every index row references its entry.
     if planned.entry_rows:
-        connection.execute(insert(table(Entry)), planned.entry_rows)
+        _insert(connection, table(Entry), planned.entry_rows)
     for kind, rows in planned.index_rows.items():
-        connection.execute(insert(index_table(kind)), rows)
+        _insert(connection, index_table(kind), rows)
     return planned.linked
+
+
+def _insert(connection: Connection, target: Table, rows: list[dict[str, Any]]) -> None:
+    """Insert rows (dicts with the same keys) into target."""
+    # Text SQL: a Core insert() costs a statement compilation and cache-key walk per call,
+    # most of a single append's time outside the commit on SQLite.
+    names = list(rows[0])
+    columns, values = ", ".join(names), ", ".join(f":{name}" for name in names)
+    connection.execute(text(f"INSERT INTO {target.name} ({columns}) VALUES ({values})"), rows)
 
 
 def plan(
@@ -175,31 +183,28 @@ def duplicate_error(record: Record, seq: int) -> DuplicateRecordError:
 
 
 def _stored_seq(
-    connection: Connection, lookups: dict[str, Select[int]], key: UniqueKey
+    connection: Connection, lookups: dict[str, TextClause], key: UniqueKey
 ) -> int | None:
     """Seq the database holds under key, if any."""
     kind, *values = key
     if kind not in lookups:
-        # Built once per batch: constructing SQLAlchemy statements costs more than running them.
         lookups[kind] = _key_statement(EntryKind(kind))
     params = {f"k{position}": value for position, value in enumerate(values)}
     seq: int | None = connection.execute(lookups[kind], params).scalar_one_or_none()
     return seq
 
 
-def _key_statement(kind: EntryKind) -> Select[int]:
+# The columns of each unique key, in UniqueKey order (bind parameters k0, k1, k2).
+KEY_COLUMNS: Final = {
+    EntryKind.CANDIDATE: ("sha",),
+    EntryKind.MEASUREMENT: ("evaluation_id", "config_id", "arm"),
+    EntryKind.FINGERPRINT: ("fingerprint_id",),
+}
+
+
+def _key_statement(kind: EntryKind) -> TextClause:
     """Statement finding the seq stored under a unique key (bind parameters k0, k1, k2)."""
-    match kind:
-        case EntryKind.CANDIDATE:
-            return select(CandidateRow.seq).where(CandidateRow.sha == bindparam("k0"))
-        case EntryKind.MEASUREMENT:
-            return select(MeasurementRow.seq).where(
-                MeasurementRow.evaluation_id == bindparam("k0"),
-                MeasurementRow.config_id == bindparam("k1"),
-                MeasurementRow.arm == bindparam("k2"),
-            )
-        case EntryKind.FINGERPRINT:
-            return select(FingerprintRow.seq).where(
-                FingerprintRow.fingerprint_id == bindparam("k0")
-            )
+    if kind in KEY_COLUMNS:
+        where = " AND ".join(f"{c} = :k{i}" for i, c in enumerate(KEY_COLUMNS[kind]))
+        return text(f"SELECT seq FROM {index_table(kind).name} WHERE {where}")
     raise ValueError(f"entry kind {kind.value!r} has no unique key; only records with one do")
