@@ -175,8 +175,9 @@ class Judge:
             if oracle:
                 reference = self.runtime.build_oracle(reference, config, req.device)
         ctx, refs = self._context(config), ReferenceCache(reference, self._context(config))
+        alive: list[Any] = []  # inputs stay allocated so no two trials share an address
         with phase_clock(result.phase_s, JudgePhase.CHECK_TRIALS):
-            if not self._run_trials(ctx, refs, judged, result):
+            if not self._run_trials(ctx, (refs, judged, alive), result):
                 return result  # a failing candidate gets no timing; later checks add nothing
         with phase_clock(result.phase_s, JudgePhase.CHECK_EXTRA):
             if len(req.trials) >= 2 and not oracle:
@@ -192,10 +193,15 @@ class Judge:
         return result
 
     def _run_trials(
-        self, ctx: CheckContext, refs: ReferenceCache, judged: Any, result: ConfigResult
+        self,
+        ctx: CheckContext,
+        checked: tuple[ReferenceCache, Any, list[Any]],
+        result: ConfigResult,
     ) -> bool:
-        """The correctness trials of one config, into result; False at the first failure."""
-        alive = []  # inputs stay allocated so no two trials share an address
+        """The correctness trials of one config, into result; False at the first failure.
+        checked: the reference outputs, the judged model, and the list that keeps every
+        trial's inputs allocated until the config's checks end."""
+        refs, judged, alive = checked
         for trial in self._trials_for(result.config_id):
             try:
                 verdict, _, inputs = run_trial(ctx, judged, refs, trial)
