@@ -47,7 +47,11 @@ def phase_rows(run_dir: Path) -> list[str]:
     (what is left is process start, imports and the device checks around the configs)."""
     totals: dict[str, dict[str, float]] = {}
     for path in sorted((run_dir / "evals").glob("*/result.json")):
-        result = EvaluationResult.model_validate_json(path.read_text())
+        try:
+            result = EvaluationResult.model_validate_json(path.read_text())
+        except (OSError, ValueError) as exc:  # a judge killed mid-write leaves a torn file
+            print(f"stage_times: skipped {path}: not a judge result ({exc})", file=sys.stderr)
+            continue
         stage = path.parent.name.rsplit("-", 1)[-1]
         row = totals.setdefault(stage, {"evaluations": 0.0, "wall": 0.0})
         row["evaluations"] += 1

@@ -396,6 +396,13 @@ def main() -> None:
             f"--frontier {args.frontier}: no such file; pass a submission.py, a candidate.py or "
             "a package directory holding candidate.py"
         )
+    known = resolve_workload("track3").configs
+    unknown = [c for c in args.configs.split(",") if c not in known]
+    if unknown:
+        raise SystemExit(
+            f"--configs {args.configs}: no such track3 config(s) {unknown}; pass ids from "
+            f"{sorted(known, key=lambda c: (not c.isdigit(), c.zfill(4)))}, comma-separated"
+        )
     if args.ledger_summary and not args.ledger_summary.is_file():
         raise SystemExit(f"--ledger-summary {args.ledger_summary}: no such file")
     if args.compile_threads > 1:

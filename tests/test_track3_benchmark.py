@@ -80,3 +80,11 @@ def test_a_compile_arm_that_ran_eager_is_an_error_not_a_row(tmp_path: Path) -> N
     row = compile_bench(tmp_path, TORCH_COMPILE_DISABLE="1")[0]
     assert "ran eager" in row["error"], row
     assert row["median_ns"] == {}
+
+
+def test_an_unknown_config_is_refused_before_anything_runs(tmp_path: Path) -> None:
+    out = tmp_path / "bench.md"
+    done = bench("--frontier", str(SEED), "--configs", "cpu-5,99", "--out", str(out))
+    assert done.returncode != 0
+    assert "no such track3 config(s) ['99']" in done.stderr
+    assert "Traceback" not in done.stderr and not out.exists()

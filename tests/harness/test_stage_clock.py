@@ -62,3 +62,17 @@ def test_stage_times_sums_the_phases_of_a_run_dirs_evaluations(
     rounds = float(cells[4 + [p.value for p in JudgePhase].index("timing_rounds")])
     total = sum(c.phase_s["timing_rounds"] for c in result.configs)
     assert rounds == pytest.approx(total, abs=0.05)
+
+
+def test_stage_times_skips_a_torn_result_and_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    torn = tmp_path / "run" / "evals" / "step-00001-sweep" / "result.json"
+    torn.parent.mkdir(parents=True)
+    torn.write_text('{"evaluation_id": "x"')
+    spec = importlib.util.spec_from_file_location("stage_times", STAGE_TIMES)
+    assert spec is not None and spec.loader is not None
+    stage_times = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(stage_times)
+    assert stage_times.phase_rows(tmp_path / "run") == []
+    assert "skipped" in capsys.readouterr().err
