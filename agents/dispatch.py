@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from agents.tunables import BLOCK_END as TUNABLES_END
 from agents.tunables import BLOCK_START as TUNABLES_START
 from agents.tunables import TunablesError
+from kernels.source_ast import parse_python
 
 BLOCK_START = "# --- ratchet:dispatch"
 BLOCK_END = "# --- end ratchet:dispatch ---"
@@ -47,7 +48,7 @@ def has_dispatch_block(source: str) -> bool:
 
 def read_regimes(source: str) -> dict[str, dict[str, str]]:
     """The REGIMES dict of a candidate ({} when it dispatches nowhere)."""
-    tree = ast.parse(source)
+    tree = parse_python(source)
     for node in tree.body:
         if isinstance(node, ast.AnnAssign):
             targets: list[ast.expr] = [node.target]

@@ -6,6 +6,8 @@ import ast
 import json
 from typing import Any
 
+from kernels.source_ast import parse_python
+
 BLOCK_START = "# --- ratchet:tunables"
 BLOCK_END = "# --- end ratchet:tunables ---"
 
@@ -15,7 +17,7 @@ class TunablesError(ValueError):
 
 
 def _literal(source: str, name: str) -> object:
-    tree = ast.parse(source)
+    tree = parse_python(source)
     for node in tree.body:
         if isinstance(node, ast.Assign) and any(
             isinstance(t, ast.Name) and t.id == name for t in node.targets

@@ -6,6 +6,7 @@ import ast
 from collections.abc import Iterator
 
 from harness.static_models import Finding, Rule
+from kernels.source_ast import compile_expression
 
 # Modules that reach the process, files, threads or the network: refused as imports by the
 # allow-list, and as attributes of allowed modules (torch.os, torch.cuda.threading,
@@ -85,7 +86,7 @@ def _assigned(node: ast.AST) -> list[ast.expr]:
 def _folded_string(node: ast.expr) -> str | None:
     """The string an expression always evaluates to ('o' + 's' included), or None."""
     try:
-        code = compile(ast.Expression(body=node), "<name>", "eval")
+        code = compile_expression(node, "<name>")
     except (SyntaxError, ValueError, TypeError):
         return None
     names_read = bool(code.co_names)

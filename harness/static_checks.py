@@ -17,6 +17,7 @@ from harness.static_models import (
     parse_constraint,
 )
 from kernels.candidate_tree import local_modules
+from kernels.source_ast import compile_expression, parse_python
 from kernels.workload import StaticPolicy
 
 # What callers reach through this module.
@@ -81,7 +82,7 @@ def _shape_findings(tree: ast.Module, file: str, policy: StaticPolicy) -> Iterat
         if not _is_equality_test(test):
             continue
         # Read the constants the predicate really compiles to (folded tuples and sets included).
-        code = compile(ast.Expression(body=test), file, "eval")
+        code = compile_expression(test, file)
         hits = sorted(
             {c for c in _code_constants(code) if type(c) is int and c in forbidden}, key=int
         )
@@ -226,7 +227,7 @@ def _file_findings(
     file: str, text: str, policy: StaticPolicy, local: set[str], constraints: list[Constraint]
 ) -> list[Finding]:
     try:
-        tree = ast.parse(text, filename=file)
+        tree = parse_python(text, filename=file)
     except SyntaxError as exc:
         return [Finding(rule=Rule.SYNTAX, file=file, line=exc.lineno or 0, message=str(exc.msg))]
     return [
@@ -240,7 +241,7 @@ def _file_findings(
 
 def _entry_findings(file: str, text: str, policy: StaticPolicy) -> list[Finding]:
     try:
-        tree = ast.parse(text, filename=file)
+        tree = parse_python(text, filename=file)
     except SyntaxError:
         return []  # the syntax finding says what is wrong
     entries = {policy.entry_point, *policy.entry_aliases}

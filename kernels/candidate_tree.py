@@ -10,6 +10,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from types import ModuleType
 
+from kernels.source_ast import parse_python
+
 # Directories of a tree that never hold candidate code.
 SKIPPED_PARTS = frozenset({".git", "__pycache__"})
 BUNDLE_HEADER = "# --- module {name} (bundled by ratchet export) ---"
@@ -153,7 +155,7 @@ def bundle_sources(sources: Mapping[str, str], entry: str) -> str:
         if name is None:
             raise CandidateTreeError(f"{path}: only top-level modules can be bundled")
         try:
-            trees[name] = ast.parse(text, filename=path)
+            trees[name] = parse_python(text, filename=path)
         except SyntaxError as exc:
             raise CandidateTreeError(f"{path}:{exc.lineno}: {exc.msg}") from None
     imports = {name: _relative_imports(tree, f"{name}.py") for name, tree in trees.items()}

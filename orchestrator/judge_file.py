@@ -17,6 +17,7 @@ from harness.runner import RunnerSettings, run_evaluation
 from harness.static_checks import Finding, check_sources
 from harness.trials import correctness_trials, new_salt, recheck_trials
 from kernels.candidate_tree import CandidateTreeError, read_tree, write_tree
+from kernels.source_ast import parse_python
 from kernels.workload import Workload
 from orchestrator.calibration import NotQualifiedError, qualify
 from orchestrator.evaluation import Judging
@@ -78,7 +79,7 @@ class JudgeReport(BaseModel):
 
 
 def _entry_point(source: str, workload: Workload) -> str:
-    names = {n.name for n in ast.parse(source).body if isinstance(n, ast.ClassDef)}
+    names = {n.name for n in parse_python(source).body if isinstance(n, ast.ClassDef)}
     policy = workload.static_policy
     for name in (policy.entry_point, *policy.entry_aliases):
         if name in names:

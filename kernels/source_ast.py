@@ -1,0 +1,38 @@
+"""Python source to AST and back, safe to call from several threads at once."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable
+from types import CodeType
+from typing import TypeVar
+
+T = TypeVar("T")
+
+# CPython 3.11 keeps the AST converter's recursion counter per interpreter, not per thread
+# (gh-106905), so two threads converting trees at once can trip its consistency check with a
+# SystemError although both trees are fine. Each conversion starts from a reset counter, so a
+# retry is exact; the bug is fixed in later interpreters, where this never fires.
+RACE_MESSAGE = "AST constructor recursion depth mismatch"
+RACE_ATTEMPTS = 8
+
+
+def retry_ast_race(convert: Callable[[], T]) -> T:
+    """Run one pure AST conversion, again if the interpreter's cross-thread race broke it."""
+    for attempt in range(RACE_ATTEMPTS):
+        try:
+            return convert()
+        except SystemError as error:
+            if RACE_MESSAGE not in str(error) or attempt == RACE_ATTEMPTS - 1:
+                raise
+    raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+def parse_python(text: str, filename: str = "<unknown>") -> ast.Module:
+    """ast.parse, immune to the cross-thread converter race."""
+    return retry_ast_race(lambda: ast.parse(text, filename=filename))
+
+
+def compile_expression(node: ast.expr, filename: str) -> CodeType:
+    """Compile one expression node in eval mode, immune to the cross-thread converter race."""
+    return retry_ast_race(lambda: compile(ast.Expression(body=node), filename, "eval"))
