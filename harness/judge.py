@@ -316,6 +316,7 @@ class Judge:
             rng=self.rng,
             clock=self.clock,
             spot_check=self._spot_checker(config, ReferenceCache(reference, self._context(config))),
+            reference_arms=frozenset(a.name for a in req.arms if a.kind is ArmKind.REFERENCE),
         )
         try:
             with phase_clock(result.phase_s, JudgePhase.TIMING_ROUNDS):
@@ -404,7 +405,7 @@ class Judge:
                 )
 
     def _aggregate(self, logs: dict[str, dict[str, list[float]]]) -> list[RatioStats]:
-        from harness.stats import aggregate_ratio_stats, paired_log_ratios
+        from harness.stats import aggregate_ratio_stats, paired_prefix_log_ratios
 
         req = self.request
         assert req.timing is not None
@@ -413,7 +414,7 @@ class Judge:
             if arm.name == req.judged_arm:
                 continue
             per_config = {
-                cid: paired_log_ratios(rounds[req.judged_arm], rounds[arm.name])
+                cid: paired_prefix_log_ratios(rounds[req.judged_arm], rounds[arm.name])
                 for cid, rounds in logs.items()
             }
             names = (req.judged_arm, arm.name)

@@ -134,6 +134,13 @@ class TimingPlan(BaseModel):
     target_half_width: float = Field(
         default=0.02, gt=0, description="Stop once every CI half-width (log-ratio) is below this."
     )
+    reference_half_width: float | None = Field(
+        default=None,
+        gt=0,
+        description="CI half-width (log-ratio) at which the workload reference's comparison is "
+        "precise enough: the reference then leaves the rotation and the decision arms go on "
+        "alone to target_half_width. None: the reference is held to target_half_width too.",
+    )
     bootstrap_resamples: int = Field(default=2000, ge=100, description="Bootstrap resamples.")
     per_call_threshold_s: float = Field(
         default=1e-4,

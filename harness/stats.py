@@ -24,6 +24,15 @@ def paired_log_ratios(
     return np.asarray(np.log(other) - np.log(arm))
 
 
+def paired_prefix_log_ratios(
+    arm_rounds: Sequence[float] | np.ndarray, other_rounds: Sequence[float] | np.ndarray
+) -> np.ndarray:
+    """log(other / arm) over the rounds both arms ran: an arm that left the rotation early
+    (a reference timed only to its own precision) ran exactly the first rounds of the other."""
+    shared = min(len(arm_rounds), len(other_rounds))
+    return paired_log_ratios(arm_rounds[:shared], other_rounds[:shared])
+
+
 def _bootstrap_medians(logs: np.ndarray, resamples: int, rng: np.random.Generator) -> np.ndarray:
     idx = rng.integers(0, logs.size, size=(resamples, logs.size))
     return np.asarray(np.median(logs[idx], axis=1))

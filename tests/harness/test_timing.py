@@ -3,6 +3,7 @@ every block, the judged arm is spot-checked, and stopping is on precision."""
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Callable
 from typing import Any
@@ -93,6 +94,84 @@ def test_stops_early_once_precise() -> None:
     plan = TimingPlan(min_rounds=4, max_rounds=50, spot_checks=1)
     log, _ = time_arms(job(arms, clock, plan), {"a": 1, "b": 1})
     assert len(log.rounds["a"]) == 4  # zero noise: precise at the first check
+
+
+class NoisyRecorder(Recorder):
+    """Arms whose per-call cost carries seeded multiplicative noise of a given spread."""
+
+    def __init__(self, clock: FakeClock, seed: int) -> None:
+        super().__init__(clock)
+        self.rng = np.random.default_rng(seed)
+
+    def noisy_arm(self, name: str, cost_ns: int, spread: float) -> ArmPlan:
+        def run() -> str:
+            self.log.append(name)
+            self.clock.now += int(cost_ns * float(np.exp(self.rng.normal(0.0, spread))))
+            return name
+
+        return ArmPlan(calls=[run], flush=None, refresh=lambda: None, pick_inputs=lambda i: ())
+
+
+def reference_job(plan: TimingPlan, seed: int = 3) -> tuple[TimingJob, NoisyRecorder]:
+    clock = FakeClock()
+    rec = NoisyRecorder(clock, seed)
+    arms = {
+        "a": rec.noisy_arm("a", 1000, 0.01),
+        "b": rec.noisy_arm("b", 1000, 0.01),
+        "ref": rec.noisy_arm("ref", 5000, 0.01),
+    }
+    timing = job(arms, clock, plan)
+    timing.reference_arms = frozenset({"ref"})
+    return timing, rec
+
+
+def test_a_reference_leaves_the_rotation_once_its_own_target_is_met() -> None:
+    plan = TimingPlan(
+        min_rounds=6,
+        max_rounds=300,
+        budget_s=1e9,
+        target_half_width=0.001,
+        reference_half_width=0.02,
+        spot_checks=1,
+    )
+    timing, rec = reference_job(plan)
+    log, stats = time_arms(timing, {"a": 1, "b": 1, "ref": 1})
+    kept, left = len(log.rounds["a"]), len(log.rounds["ref"])
+    assert len(log.rounds["b"]) == kept and 6 <= left < kept
+    assert rec.log.count("ref") == 2 * left, "no reference block after it left"
+    by_other = {s.other: s for s in stats}
+    assert by_other["ref"].rounds == left and by_other["b"].rounds == kept
+    assert by_other["ref"].median == pytest.approx(5.0, rel=0.01)
+
+
+def test_without_a_reference_target_the_reference_stays_to_the_end() -> None:
+    plan = TimingPlan(
+        min_rounds=6, max_rounds=60, budget_s=1e9, target_half_width=0.001, spot_checks=1
+    )
+    timing, _ = reference_job(plan)
+    log, _ = time_arms(timing, {"a": 1, "b": 1, "ref": 1})
+    assert len(log.rounds["ref"]) == len(log.rounds["a"]) == 60
+
+
+def test_the_stop_test_runs_at_growing_intervals(monkeypatch: pytest.MonkeyPatch) -> None:
+    import harness.timing as timing_module
+
+    tested: list[int] = []
+    real = timing_module._compare_all
+
+    def counting(log: Any, judged: str, plan: TimingPlan, rng: Any) -> Any:
+        tested.append(len(log.rounds[judged]))
+        return real(log, judged, plan, rng)
+
+    monkeypatch.setattr(timing_module, "_compare_all", counting)
+    plan = TimingPlan(
+        min_rounds=6, max_rounds=200, budget_s=1e9, target_half_width=1e-6, spot_checks=1
+    )
+    timing, _ = reference_job(plan)
+    time_arms(timing, {"a": 1, "b": 1, "ref": 1})
+    assert tested[0] == 6 and tested[-1] == 200 and len(tested) < 50
+    growing = tested[:-1]  # the last round is always tested, however close to the one before
+    assert all(b >= a * timing_module.CHECK_GROWTH - 1 for a, b in itertools.pairwise(growing))
 
 
 def test_the_judged_arm_is_spot_checked_with_its_last_output() -> None:
