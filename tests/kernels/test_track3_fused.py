@@ -242,3 +242,42 @@ def test_split_boundary_honours_the_schedule_and_ieee_operands() -> None:
     assert_split_matches(cases, rows)
     blocks = cast(list[dict[str, int]], rows[0]["split_blocks"])
     assert {(b["BM"], b["BN"], b["BF"]) for b in blocks} == {(16, 16, 16)}
+
+
+def test_a_launch_the_device_refuses_falls_back_to_the_torch_path(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import torch
+    from triton.runtime.errors import OutOfResources
+
+    from kernels.track3 import CONFIGS, generate_inputs
+    from kernels.track3.reference import build_reference_model
+
+    seed = load_candidate(track3_workload().seed_entry(), "refused_seed")
+    fused, candidate = sys.modules["refused_seed.fused"], sys.modules["refused_seed.candidate"]
+    launches: list[tuple[int, ...]] = []
+
+    def refuse(model: object, packs: object, x: torch.Tensor, mask: object) -> torch.Tensor:
+        launches.append(tuple(x.shape))
+        raise OutOfResources(262144, 232448, "shared memory")
+
+    monkeypatch.setattr(fused, "fused_forward", refuse)
+    monkeypatch.setattr(candidate, "fused_fits", lambda model, x: True)
+    config = CONFIGS["2"]
+    reference = build_reference_model(config, device="cpu", seed=1234)
+    model = seed.OptimizedTransformer(config, {"fused_kernel": "triton"})
+    model.load_state_dict(reference.state_dict(), strict=True)
+    x, _ = generate_inputs(config, 1234, 0.0, 1.0, "cpu")
+    with torch.no_grad():
+        want = reference(x, valid_token_mask=None)
+        first, second = model(x), model(x)
+    assert torch.allclose(first, want, atol=1e-5) and torch.equal(first, second)
+    assert launches == [tuple(x.shape)], "a refused schedule is tried once per sizes and regime"
+
+    def broken(model: object, packs: object, x: torch.Tensor, mask: object) -> torch.Tensor:
+        raise RuntimeError("a real kernel bug")
+
+    monkeypatch.setattr(fused, "fused_forward", broken)
+    fresh = seed.OptimizedTransformer(config, {"fused_kernel": "triton"})
+    with pytest.raises(RuntimeError, match="real kernel bug"), torch.no_grad():
+        fresh(x)  # anything but a refusal still fails the candidate

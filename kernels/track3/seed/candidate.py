@@ -23,7 +23,7 @@ from .block import TransformerBlock
 from .capture import GraphCache
 from .chunking import sequences_per_chunk
 from .common import DerivedCache, weight_key, zero_padded
-from .fused import fused_fits, fused_forward, fused_packs, pack_dtype
+from .fused import fused_fits, fused_packs, pack_dtype, try_fused_forward
 from .regimes import checked, select_regime
 
 # Every choice the offline expander may make: values[0] is the reference behaviour.
@@ -214,6 +214,7 @@ class OptimizedTransformer(nn.Module):
         self.final_norm = nn.LayerNorm(d_model, eps=1e-5)
         self._graphs = GraphCache()
         self._fused = DerivedCache()
+        self.fused_refused: set[tuple[object, ...]] = set()  # (sizes, regime) Triton refused
         self._compiled: Any = None
 
     def _packs(self) -> tuple[torch.Tensor, torch.Tensor]:
@@ -245,7 +246,9 @@ class OptimizedTransformer(nn.Module):
 
     def _eager(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
         if self.tunables["fused_kernel"] == "triton" and fused_fits(self, x):
-            return fused_forward(self, self._packs(), x, mask)
+            fused = try_fused_forward(self, self._packs, x, mask)
+            if fused is not None:
+                return fused
         mode = self.tunables["whole_model_compile"]
         if mode != "none" and x.is_cuda:
             if self._compiled is None:

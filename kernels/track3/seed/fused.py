@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
 
 from .fused_kernels import kernels_runnable, kv_kernel, layer_kernel
 from .fused_split import split_layer
+
+try:
+    from triton.runtime.errors import OutOfResources
+
+    # A schedule whose tiles need more shared memory or registers than the device has is
+    # refused at its first launch, before anything is enqueued.
+    LAUNCH_REFUSALS: tuple[type[BaseException], ...] = (OutOfResources,)
+except ImportError:  # CPU-only installs never launch Triton
+    LAUNCH_REFUSALS = ()
 
 # The fused kernels keep [block rows x width] fp32 tiles in registers: wider models take the
 # GEMM-library path. Below 16 columns Triton's dot has no tile.
@@ -212,6 +222,27 @@ def fused_forward(
             **blocks,
         )
     return out
+
+
+def try_fused_forward(
+    model: Any,
+    packs: Callable[[], tuple[torch.Tensor, torch.Tensor]],
+    x: torch.Tensor,
+    mask: torch.Tensor | None,
+) -> torch.Tensor | None:
+    """fused_forward, or None when the device refuses the launch this input's schedule needs
+    (tiles beyond its shared memory): the caller takes the torch path, and these sizes under
+    this regime are not tried again. A schedule value that cannot apply falls back, never
+    fails."""
+    refused: set[tuple[object, ...]] = model.fused_refused
+    key = (tuple(x.shape), mask is None, model._regime)
+    if key in refused:
+        return None
+    try:
+        return fused_forward(model, packs(), x, mask)
+    except LAUNCH_REFUSALS:
+        refused.add(key)
+        return None
 
 
 def fused_fits(model: Any, x: torch.Tensor) -> bool:
