@@ -62,19 +62,34 @@ def busiest_device(summaries: list[EvaluationSummary]) -> str | None:
     return max(counts, key=lambda slot: counts[slot]) if counts else None
 
 
+def correct_configs(summaries: list[EvaluationSummary]) -> dict[str, set[str]]:
+    """Where each judged candidate was correct: checked and passed, and never failed in any
+    evaluation (run 9 on the H200 composed a variant into the config its sweep had failed by
+    one element, because its screen there had passed: a pass on some inputs is not
+    correctness). Tainted evaluations count too: taint spoils timings, not a failure."""
+    passed: dict[str, set[str]] = {}
+    failed: dict[str, set[str]] = {}
+    for summary in summaries:
+        if summary.outcome not in MEASURED_OUTCOMES:
+            continue
+        for config in summary.configs:
+            if config.correct:
+                passed.setdefault(summary.sha, set()).add(config.config_id)
+            elif config.trials:
+                failed.setdefault(summary.sha, set()).add(config.config_id)
+    return {sha: configs - failed.get(sha, set()) for sha, configs in passed.items()}
+
+
 def _read(summaries: list[EvaluationSummary]) -> tuple[Edges, dict[str, set[str]]]:
     """Paired ratios between arms of every untainted evaluation of one device (a chain of
     ratios never mixes devices), and where each judged candidate was correct (an arm's
     speed says nothing of its correctness)."""
     edges: Edges = {}
-    correct: dict[str, set[str]] = {}
+    correct = correct_configs(summaries)
     device = busiest_device(summaries)
     for summary in summaries:
         if summary.taint or summary.outcome not in MEASURED_OUTCOMES:
             continue
-        for config in summary.configs:
-            if config.correct:
-                correct.setdefault(summary.sha, set()).add(config.config_id)
         if summary.device_slot != device:
             continue
         for config in summary.configs:

@@ -153,3 +153,35 @@ def test_an_incorrect_sweep_scores_where_it_was_right_never_where_it_failed(
     assert set(scores[X]) == {"c1", "c3"}
     assert scores[X]["c3"].median == pytest.approx(6.0)
     ledger.close()
+
+
+def test_a_config_failed_anywhere_is_never_scored_though_a_screen_passed_it(
+    tmp_path: Path,
+) -> None:
+    """X's screen passed c2, its sweep failed c2 by one element on other inputs: c2 is not
+    X's to serve. A failure in a tainted evaluation counts too."""
+    ledger = Ledger.open_path(tmp_path / "screen-then-fail.sqlite")
+    baseline = {"baseline": "reference"}
+    frontier = summary(
+        F, Stage.SWEEP, baseline, {c: [ratio("baseline", 2.0)] for c in ("c1", "c2", "c3")}
+    )
+    screen = summary(X, Stage.SCREEN, {"parent": F}, {"c2": [ratio("parent", 3.0)]})
+    sweep = summary(
+        X,
+        Stage.SWEEP,
+        {"parent": F, **baseline},
+        {c: [ratio("parent", 3.0), ratio("baseline", 6.0)] for c in ("c1", "c2", "c3")},
+    )
+    failed_c2 = sweep.configs[1].model_copy(update={"correct": False, "failed_elements": 1})
+    sweep = sweep.model_copy(
+        update={"outcome": "incorrect", "configs": [sweep.configs[0], failed_c2, sweep.configs[2]]}
+    )
+    tainted = summary(X, Stage.SWEEP, {"parent": F, **baseline}, {"c3": [ratio("parent", 3.0)]})
+    failed_c3 = tainted.configs[0].model_copy(update={"correct": False, "failed_elements": 2})
+    tainted = tainted.model_copy(
+        update={"outcome": "incorrect", "configs": [failed_c3], "taint": ["contention"]}
+    )
+    records = [e.to_event(EventKind.EVALUATION) for e in (frontier, screen, sweep, tainted)]
+    ledger.append_many(records)
+    assert set(measured_scores(ledger, anchor=F)[X]) == {"c1"}
+    ledger.close()
