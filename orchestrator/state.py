@@ -18,6 +18,7 @@ from orchestrator.events import (
     StaticChecked,
     StepStarted,
 )
+from orchestrator.idea_credit import credit_composed_parts
 from orchestrator.messages import MessageKind
 from search import IdeaArm, LineageNode, NodeOutcome, Verdict
 
@@ -381,6 +382,7 @@ def derive_state(ledger: Ledger, human_prior: tuple[float, float] = (0.75, 1.0))
         else:
             _apply_message(state, stored, human_prior)
     _apply_candidates(state, ledger)
+    credit_composed_parts(state)
     return state
 
 
