@@ -8,6 +8,8 @@
 # Both run from a clean `git archive` of the commit (build/clean.tgz), never a working tree.
 #   usage (device, repo root, $OUT set):
 #     bash benchmarks/gpu/issue13_session.sh search MINUTES STOP_S KILL_S [resume]
+#         (STOP_S, KILL_S: seconds from this command's start; leave ~20 s under the call's
+#         limit for the export and the archive)
 #     bash benchmarks/gpu/issue13_session.sh bench FRONTIER_DIR [CONFIGS]   (the search's files,
 #         carried; CONFIGS e.g. 1,2,3,4,5,6,7 and then 8,9,10,11,12,13 in a second command when
 #         one command's 10 minutes cannot hold all 13: a frontier that compiles takes longer.
@@ -35,11 +37,14 @@ if [ "$mode" = search ]; then
         grep -q " passed" "$OUT/capture-check.txt" && ! grep -q "failed" "$OUT/capture-check.txt" \
             || { echo "capture check failed: no search"; exit 1; }
     fi
+    # STOP_S and KILL_S count from this command's start: the capture check and the unpacking
+    # came first (run 9's first call lost its export to the 600 s limit when they did not).
+    stop_left=$((stop_s - SECONDS)) kill_left=$((kill_s - SECONDS))
     # The abort: a second signal stops the stage in flight (the run resumes from its ledger).
-    ( sleep "$kill_s"; pkill -TERM -f "orchestrator.cli run" ) &
+    ( sleep "$kill_left"; pkill -TERM -f "orchestrator.cli run" ) &
     watchdog=$!
     python3 benchmarks/cpu_default_run.py --device cuda --minutes "$minutes" \
-        --hard-stop-s "$stop_s" --inject-after 0 --run-dir /tmp/run "${resume[@]}" \
+        --hard-stop-s "$stop_left" --inject-after 0 --run-dir /tmp/run "${resume[@]}" \
         --status-json "$OUT/status.json" --out "$OUT/run.md" > "$OUT/run.log" 2>&1
     kill "$watchdog" 2>/dev/null
     tail -40 "$OUT/run.log"
