@@ -4,7 +4,9 @@ Usage: python benchmarks/stage_times.py RUN_DIR [RUN_DIR ...]
 Prints one markdown row per run: screens and sweeps (count, median wall s), all judge wall
 time, and the sweeps measured again because the frontier changed while they ran. Then, for
 runs whose judge recorded them (harness.stage_clock), the judge's seconds by phase summed over
-every evaluation of each stage, read from the run dir's evals/*/result.json.
+every evaluation of each stage, read from the run dir's evals/*/result.json, with the judge
+process's own phases: opening (torch, device, workload, fingerprint) and loading the arms
+inside its wall time, and the interpreter's start before it.
 """
 
 from __future__ import annotations
@@ -17,10 +19,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from harness.models import EvaluationResult  # noqa: E402
-from harness.stage_clock import JudgePhase  # noqa: E402
+from harness.stage_clock import JudgePhase, ProcessPhase  # noqa: E402
 from ledger import Ledger, LedgerNotFoundError  # noqa: E402
 from orchestrator.events import EvaluationSummary, EventKind, Stage  # noqa: E402
 from orchestrator.state import derive_state  # noqa: E402
+
+# The judge process's phases inside its wall time; the interpreter's start comes before it.
+INSIDE_WALL = (ProcessPhase.OPEN, ProcessPhase.LOAD)
 
 
 def stage_row(run_dir: Path) -> str:
@@ -43,8 +48,9 @@ def stage_row(run_dir: Path) -> str:
 
 
 def phase_rows(run_dir: Path) -> list[str]:
-    """Per stage (screen, sweep, ...): evaluations, judge wall s, and s per judging phase
-    (what is left is process start, imports and the device checks around the configs)."""
+    """Per stage (screen, sweep, ...): evaluations, judge wall s, s per judging phase and per
+    process phase, what is left (contention readings between configs, writing the result),
+    and the interpreter's start, which comes before the judge's wall time."""
     totals: dict[str, dict[str, float]] = {}
     for path in sorted((run_dir / "evals").glob("*/result.json")):
         try:
@@ -56,17 +62,20 @@ def phase_rows(run_dir: Path) -> list[str]:
         row = totals.setdefault(stage, {"evaluations": 0.0, "wall": 0.0})
         row["evaluations"] += 1
         row["wall"] += result.wall_s
-        for config in result.configs:
-            for phase, seconds in config.phase_s.items():
+        recorded = [*(c.phase_s for c in result.configs), result.phase_s]
+        for phase_s in recorded:
+            for phase, seconds in phase_s.items():
                 row[phase] = row.get(phase, 0.0) + seconds
     rows = []
     for stage, row in sorted(totals.items()):
-        phases = [row.get(p.value, 0.0) for p in JudgePhase]
+        phases = [row.get(p.value, 0.0) for p in (*JudgePhase, *INSIDE_WALL)]
         if not any(phases):
             continue  # judged before the phases were recorded
         rest = row["wall"] - sum(phases)
+        interpreter = row.get(ProcessPhase.INTERPRETER.value, 0.0)
         cells = [str(run_dir), stage, f"{row['evaluations']:.0f}", f"{row['wall']:.1f}"]
-        rows.append("| " + " | ".join(cells + [f"{v:.1f}" for v in (*phases, rest)]) + " |")
+        values = (*phases, rest, interpreter)
+        rows.append("| " + " | ".join(cells + [f"{v:.1f}" for v in values]) + " |")
     return rows
 
 
@@ -87,9 +96,10 @@ def main(argv: list[str]) -> int:
     print("\n".join(rows))
     phases = [row for name in argv for row in phase_rows(Path(name))]
     if phases:
-        names = [p.value for p in JudgePhase]
-        print("\n| run dir | stage | evaluations | wall s | " + " | ".join(names) + " | rest |")
-        print("|---|---|---:|---:|" + "---:|" * (len(names) + 1))
+        names = [p.value for p in (*JudgePhase, *INSIDE_WALL)]
+        head = " | ".join([*names, "rest", "interpreter (before wall s)"])
+        print(f"\n| run dir | stage | evaluations | wall s | {head} |")
+        print("|---|---|---:|---:|" + "---:|" * (len(names) + 2))
         print("\n".join(phases))
     return 0
 

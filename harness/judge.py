@@ -45,7 +45,7 @@ from harness.models import (
     RejectReason,
     TrialResult,
 )
-from harness.stage_clock import JudgePhase, phase_clock
+from harness.stage_clock import JudgePhase, ProcessPhase, phase_clock
 from harness.supervisor import host_parent_pid, host_pid
 from harness.timing import ArmPlan, BlockTimer, TimingJob, calibrate_calls, time_arms
 from kernels.workload import TrialSpec, Workload, WorkloadRuntime
@@ -91,6 +91,7 @@ class Judge:
     aggregates: list[RatioStats] = field(default_factory=list)
     taint: list[str] = field(default_factory=list)
     environment: dict[str, Any] = field(default_factory=dict)
+    phase_s: dict[str, float] = field(default_factory=dict)
 
     def _check_guard(self) -> None:
         violation = self.guard.violation()
@@ -124,7 +125,8 @@ class Judge:
         """Gate every config, then time and re-check only if the judged arm passed everywhere
         (or, with time_past_failures, on the configs it passed)."""
         req = self.request
-        self.entries = {a.name: load_entry(a) for a in req.arms if a.kind is ArmKind.MODULE}
+        with phase_clock(self.phase_s, ProcessPhase.LOAD):
+            self.entries = {a.name: load_entry(a) for a in req.arms if a.kind is ArmKind.MODULE}
         self._check_guard()
         self.configs = [self._check_config(cid) for cid in req.config_ids]
         self._check_guard()

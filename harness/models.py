@@ -320,6 +320,11 @@ class EvaluationResult(BaseModel):
     protocol: str = Field(default="", description="Timing protocol that produced the rows.")
     timer_resolution_ns: float | None = Field(default=None, description="Measured timer tick.")
     wall_s: float = Field(default=0.0, description="Wall time of the judge process.")
+    phase_s: dict[str, float] = Field(
+        default_factory=dict,
+        description="Wall seconds of the judge process outside every config, by phase "
+        "(harness.stage_clock.ProcessPhase: interpreter start, opening, loading the arms).",
+    )
     reason: RejectReason | None = Field(default=None, description="Why it was rejected.")
     tainted: bool = Field(
         default=False, description="Contention or throttling seen: never used for promotion."

@@ -1,7 +1,9 @@
-"""Wall seconds per phase of a config's judging, so a run can say where its judge time went."""
+"""Wall seconds per phase of a judge process and of each config's judging, so a run can say
+where its judge time went."""
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -20,11 +22,34 @@ class JudgePhase(StrEnum):
     RECHECK = "recheck"
 
 
+class ProcessPhase(StrEnum):
+    """The judge process's own phases, outside every config."""
+
+    # From process creation to the judge's first line: the interpreter and its first imports.
+    # It comes before the judge's clock starts, so it is not part of the evaluation's wall_s.
+    INTERPRETER = "interpreter"
+    OPEN = "open"  # torch, the device and its timers, the workload, the fingerprint
+    LOAD = "load"  # importing the arms' modules
+
+
 @contextmanager
-def phase_clock(record: dict[str, float], phase: JudgePhase) -> Iterator[None]:
+def phase_clock(record: dict[str, float], phase: StrEnum) -> Iterator[None]:
     """Add the wall time of the block to record[phase], also when the block raises."""
     started = time.perf_counter()
     try:
         yield
     finally:
         record[phase.value] = record.get(phase.value, 0.0) + time.perf_counter() - started
+
+
+def seconds_since_process_start() -> float | None:
+    """Wall seconds since the kernel created this process (Linux /proc; None elsewhere): how
+    long the interpreter took before the first line of the judge ran."""
+    try:
+        with open("/proc/self/stat", encoding="ascii") as stat:
+            # Field 22, counted after the parenthesised command name (which may hold spaces).
+            started_ticks = int(stat.read().rsplit(")", 1)[1].split()[19])
+        now = time.clock_gettime(time.CLOCK_BOOTTIME)
+        return max(0.0, now - started_ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None

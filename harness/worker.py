@@ -20,6 +20,7 @@ from harness.models import (
     Outcome,
     RejectReason,
 )
+from harness.stage_clock import ProcessPhase, phase_clock, seconds_since_process_start
 from harness.watchdog import start_watchdog
 from kernels.candidate_tree import load_candidate
 
@@ -51,6 +52,8 @@ class RunContext:
 
     clock: Callable[[], int]
     started_ns: int
+    # The judge process's phases outside every config (harness.stage_clock.ProcessPhase).
+    phase_s: dict[str, float]
 
 
 def load_entry(arm: ArmSpec) -> type:
@@ -82,6 +85,7 @@ def _result(
         outcome=outcome,
         message=message,
         wall_s=(ctx.clock() - ctx.started_ns) / 1e9,
+        phase_s=dict(ctx.phase_s),
         **extra,
     )
 
@@ -91,7 +95,8 @@ def run_evaluate(request: EvaluationRequest, ctx: RunContext) -> EvaluationResul
     from harness.judge import EvaluationFailure
     from harness.setup import open_judge
 
-    judge = open_judge(request, ctx.clock)
+    with phase_clock(ctx.phase_s, ProcessPhase.OPEN):
+        judge = open_judge(request, ctx.clock)
     if judge is None:
         message = f"device {request.device} is not available on this machine"
         return _result(request, ctx, Outcome.NO_RUN, message, reason=RejectReason.NO_RUN)
@@ -100,6 +105,7 @@ def run_evaluate(request: EvaluationRequest, ctx: RunContext) -> EvaluationResul
         outcome, message, reason = judge.evaluate(load_entry)
     except EvaluationFailure as failure:
         outcome, message, reason = failure.outcome, failure.message, failure.reason
+    ctx.phase_s.update(judge.phase_s)
     timed = bool(judge.aggregates)
     return _result(
         request,
@@ -151,7 +157,10 @@ def run_profile(request: EvaluationRequest, ctx: RunContext) -> EvaluationResult
 
 def main(argv: list[str]) -> int:
     """Entry point: `python -m harness.worker REQUEST.json RESULT.json`, nonce on stdin."""
-    ctx = RunContext(clock=time.perf_counter_ns, started_ns=time.perf_counter_ns())
+    ctx = RunContext(clock=time.perf_counter_ns, started_ns=time.perf_counter_ns(), phase_s={})
+    interpreter_s = seconds_since_process_start()
+    if interpreter_s is not None:
+        ctx.phase_s[ProcessPhase.INTERPRETER.value] = interpreter_s
     exit_now = os._exit  # captured before any candidate code could replace it
     nonce = sys.stdin.readline().strip()
     if len(argv) != 2:

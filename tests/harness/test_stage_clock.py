@@ -10,7 +10,7 @@ import pytest
 
 from harness.models import Outcome
 from harness.runner import RunnerSettings, run_evaluation
-from harness.stage_clock import JudgePhase, phase_clock
+from harness.stage_clock import JudgePhase, ProcessPhase, phase_clock, seconds_since_process_start
 from tests.harness.conftest import CODE_ROOT, softmax_request
 
 STAGE_TIMES = CODE_ROOT / "benchmarks/stage_times.py"
@@ -37,6 +37,12 @@ def test_the_judge_records_every_phase_of_every_config(
         assert set(config.phase_s) == {phase.value for phase in JudgePhase}, config.config_id
         assert config.phase_s["timing_rounds"] > 0.0
     assert sum(sum(c.phase_s.values()) for c in result.configs) <= result.wall_s
+    assert set(result.phase_s) == {phase.value for phase in ProcessPhase}
+    inside = result.phase_s["open"] + result.phase_s["load"]
+    assert inside > 0.0 and sum(sum(c.phase_s.values()) for c in result.configs) + inside <= (
+        result.wall_s
+    )
+    assert result.phase_s["interpreter"] > 0.0  # python and its first imports, before wall_s
     wrong = write_candidate("wrong", "return torch.softmax(x, dim=-1) * 1.01")
     failed = run_evaluation(softmax_request(wrong), tmp_path / "wrong", runner_settings)
     assert failed.outcome is Outcome.INCORRECT
@@ -62,6 +68,14 @@ def test_stage_times_sums_the_phases_of_a_run_dirs_evaluations(
     rounds = float(cells[4 + [p.value for p in JudgePhase].index("timing_rounds")])
     total = sum(c.phase_s["timing_rounds"] for c in result.configs)
     assert rounds == pytest.approx(total, abs=0.05)
+    opened = float(cells[4 + len(JudgePhase)])
+    assert opened == pytest.approx(result.phase_s["open"], abs=0.05)
+    assert float(cells[-1]) == pytest.approx(result.phase_s["interpreter"], abs=0.05)
+
+
+def test_this_process_started_before_now_and_not_long_ago() -> None:
+    seconds = seconds_since_process_start()
+    assert seconds is not None and 0.0 <= seconds < 24 * 3600.0
 
 
 def test_stage_times_skips_a_torn_result_and_says_so(
