@@ -97,13 +97,34 @@ def run_trial(
     pristine = tuple(t.clone() for t in inputs)
     expected = refs.expected(pristine)
     with poisoned_allocations(ctx.device, expected.numel() * expected.element_size()):
+        ctx.sync()  # the poison fill is not the call's
+        held = _allocated(ctx.device)
+        started = time.perf_counter()
         out = ctx.runtime.call(judged, inputs)
-    ctx.sync()
+        ctx.sync()
+        call_s = time.perf_counter() - started
+    measured = {"call_s": call_s, "working_bytes": _working_bytes(ctx.device, held)}
     if not inputs_unchanged(inputs, pristine):
         total = int(expected.numel())
         problem = "the candidate changed its inputs"
-        return _failure(trial, total, RejectReason.INPUT_MUTATION, problem, phase), out, inputs
-    return classify_output(trial, out, expected, ctx.tolerance, phase), out, inputs
+        failure = _failure(trial, total, RejectReason.INPUT_MUTATION, problem, phase)
+        return failure.model_copy(update=measured), out, inputs
+    verdict = classify_output(trial, out, expected, ctx.tolerance, phase)
+    return verdict.model_copy(update=measured), out, inputs
+
+
+def _allocated(device: str) -> float | None:
+    """Device memory held now, with the peak reset to it (None off CUDA)."""
+    if not device.startswith("cuda"):
+        return None
+    torch.cuda.reset_peak_memory_stats(device)
+    return float(torch.cuda.memory_allocated(device))
+
+
+def _working_bytes(device: str, held: float | None) -> float | None:
+    if held is None:
+        return None
+    return float(torch.cuda.max_memory_allocated(device)) - held
 
 
 def check_aliasing(

@@ -245,6 +245,16 @@ class TrialResult(BaseModel):
     )
     reason: RejectReason | None = Field(default=None, description="Cause when it failed.")
     phase: str = Field(default="gate", description="gate, aliasing, spot_check or recheck.")
+    call_s: float | None = Field(
+        default=None,
+        description="Wall seconds of the judged call, the device synchronized before and "
+        "after (None: not measured).",
+    )
+    working_bytes: float | None = Field(
+        default=None,
+        description="Device memory the judged call allocated beyond what was already held "
+        "(peak minus allocated at its start; None off CUDA).",
+    )
 
 
 class ArmTiming(BaseModel):

@@ -53,6 +53,8 @@ def test_an_oracle_config_is_checked_on_two_trials_and_reported_not_timed(tmp_pa
     assert config.timings == [] and config.feasibility is not None
     assert config.feasibility["elements"] == 1 * 32 * 32
     assert config.feasibility["latency_s"] > 0
+    # From the trials' own calls, not a third one: the faster of the two.
+    assert config.feasibility["latency_s"] == min(t.call_s or 0.0 for t in config.trials)
 
 
 def test_a_wrong_candidate_fails_against_the_oracle(tmp_path: Path) -> None:
