@@ -103,7 +103,7 @@ def run_trial(
         out = ctx.runtime.call(judged, inputs)
         ctx.sync()
         call_s = time.perf_counter() - started
-    measured = {"call_s": call_s, "working_bytes": _working_bytes(ctx.device, held)}
+    measured = {"call_s": call_s, "peak_bytes": _call_peak_bytes(ctx.device, held, inputs)}
     if not inputs_unchanged(inputs, pristine):
         total = int(expected.numel())
         problem = "the candidate changed its inputs"
@@ -121,10 +121,13 @@ def _allocated(device: str) -> float | None:
     return float(torch.cuda.memory_allocated(device))
 
 
-def _working_bytes(device: str, held: float | None) -> float | None:
+def _call_peak_bytes(device: str, held: float | None, inputs: tuple[Any, ...]) -> float | None:
+    """The call's inputs plus the most it allocated on top of what the judge held (the
+    judge's own copies and reference outputs are no part of serving the call)."""
     if held is None:
         return None
-    return float(torch.cuda.max_memory_allocated(device)) - held
+    input_bytes = sum(t.numel() * t.element_size() for t in inputs if isinstance(t, torch.Tensor))
+    return float(input_bytes) + float(torch.cuda.max_memory_allocated(device)) - held
 
 
 def check_aliasing(

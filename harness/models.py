@@ -250,10 +250,10 @@ class TrialResult(BaseModel):
         description="Wall seconds of the judged call, the device synchronized before and "
         "after (None: not measured).",
     )
-    working_bytes: float | None = Field(
+    peak_bytes: float | None = Field(
         default=None,
-        description="Device memory the judged call allocated beyond what was already held "
-        "(peak minus allocated at its start; None off CUDA).",
+        description="Device memory the judged call needed at its peak: its inputs plus what it "
+        "allocated beyond what was held at its start, weights excluded (None off CUDA).",
     )
 
 

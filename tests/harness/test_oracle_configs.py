@@ -54,7 +54,30 @@ def test_an_oracle_config_is_checked_on_two_trials_and_reported_not_timed(tmp_pa
     assert config.feasibility["elements"] == 1 * 32 * 32
     assert config.feasibility["latency_s"] > 0
     # From the trials' own calls, not a third one: the faster of the two.
-    assert config.feasibility["latency_s"] == min(t.call_s or 0.0 for t in config.trials)
+    calls = [t.call_s for t in config.trials if t.call_s is not None]
+    assert len(calls) == 2 and config.feasibility["latency_s"] == min(calls)
+    assert "peak_memory_bytes" not in config.feasibility  # measured on CUDA only
+
+
+def test_feasibility_takes_the_faster_call_and_the_largest_peak() -> None:
+    from harness.judge import feasibility_of
+    from harness.models import TrialResult
+    from kernels.workload import TrialSpec
+
+    def trial(call_s: float | None, peak: float | None, total: int) -> TrialResult:
+        return TrialResult(
+            trial=TrialSpec(seed=1),
+            passed=True,
+            failed_elements=0,
+            total_elements=total,
+            max_abs_error=0.0,
+            call_s=call_s,
+            peak_bytes=peak,
+        )
+
+    report = feasibility_of([trial(9.0, 5e9, 10), trial(4.0, 3e9, 10), trial(None, 8e9, 10)])
+    assert report == {"latency_s": 4.0, "elements": 10.0, "peak_memory_bytes": 5e9}
+    assert feasibility_of([trial(None, None, 10)]) == {}
 
 
 def test_a_wrong_candidate_fails_against_the_oracle(tmp_path: Path) -> None:
