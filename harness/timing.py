@@ -223,11 +223,9 @@ class TimingJob:
     def target(self, other: str) -> float:
         """The CI half-width the comparison of the judged arm with `other` must reach."""
         loose = self.plan.reference_half_width
-        return (
-            loose
-            if loose is not None and other in self.reference_arms
-            else (self.plan.target_half_width)
-        )
+        if loose is not None and other in self.reference_arms:
+            return loose
+        return self.plan.target_half_width
 
 
 def _spot_rounds(plan: TimingPlan) -> set[int]:

@@ -40,6 +40,10 @@ if [ "$mode" = search ]; then
     # STOP_S and KILL_S count from this command's start: the capture check and the unpacking
     # came first (run 9's first call lost its export to the 600 s limit when they did not).
     stop_left=$((stop_s - SECONDS)) kill_left=$((kill_s - SECONDS))
+    # Already past them: stop after the first stage, abort a minute later (never a negative
+    # sleep, which would fail and leave the run unwatched).
+    [ "$stop_left" -ge 1 ] || stop_left=1
+    [ "$kill_left" -gt "$stop_left" ] || kill_left=$((stop_left + 60))
     # The abort: a second signal stops the stage in flight (the run resumes from its ledger).
     ( sleep "$kill_left"; pkill -TERM -f "orchestrator.cli run" ) &
     watchdog=$!
