@@ -334,10 +334,27 @@ def _protocols(row: dict[str, Any]) -> str:
     return " / ".join(timed.get(arm) or "-" for arm in ("baseline", "compiled", "frontier"))
 
 
+REPORT_KEYS = ("frontier", "compile_mode", "baseline", "command", "rows")
+
+
+def _read_report(path: Path) -> dict[str, Any]:
+    """One --json-out file, or a clean exit naming what is wrong with it."""
+    try:
+        report = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise SystemExit(f"--merge: {path} is not a readable --json-out file ({exc})") from None
+    missing = [k for k in REPORT_KEYS if not isinstance(report, dict) or k not in report]
+    if missing:
+        raise SystemExit(
+            f"--merge: {path} lacks {missing}: pass files this script wrote with --json-out"
+        )
+    return report
+
+
 def merge_reports(paths: list[Path]) -> dict[str, Any]:
     """One report from runs over disjoint config subsets (one GPU command is capped at 10
     minutes; the compile arm alone takes ~40 s per config). Same frontier and modes required."""
-    reports = [json.loads(p.read_text()) for p in paths]
+    reports = [_read_report(p) for p in paths]
     first = reports[0]
     for other in reports[1:]:
         for key in ("frontier", "compile_mode", "baseline"):

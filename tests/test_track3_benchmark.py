@@ -52,6 +52,13 @@ def test_runs_over_config_subsets_merge_into_one_table(tmp_path: Path) -> None:
     # A config measured twice cannot be merged.
     done = bench("--merge", str(parts[0]), str(parts[0]), "--out", str(tmp_path / "x.md"))
     assert done.returncode != 0 and "appears twice" in done.stderr
+    # A torn or foreign file is named, with no traceback and nothing written.
+    torn = tmp_path / "torn.json"
+    torn.write_text(parts[0].read_text()[:40])
+    for bad in (torn, parts[0].with_suffix(".md")):
+        done = bench("--merge", str(bad), "--out", str(tmp_path / "bad.md"))
+        assert done.returncode != 0 and f"--merge: {bad}" in done.stderr
+        assert "Traceback" not in done.stderr and not (tmp_path / "bad.md").exists()
 
 
 def compile_bench(tmp_path: Path, **env: str) -> list[dict[str, Any]]:
