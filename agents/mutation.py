@@ -37,6 +37,15 @@ class OperatorSettings(BaseModel):
 
     p_recombine: float = Field(default=0.25, ge=0, le=1, description="Cross with a donor.")
     p_extra_mutation: float = Field(default=0.1, ge=0, le=1, description="One extra random move.")
+    p_further_open_move: float = Field(
+        default=0.3,
+        ge=0,
+        le=1,
+        description=(
+            "After the first, the chance that each further open target of an idea (a tunable "
+            "it names without a value, e.g. one of a kernel's schedule parameters) moves too."
+        ),
+    )
 
 
 @dataclass(frozen=True)
@@ -109,6 +118,27 @@ def _mutate_random(
     return name
 
 
+def _open_moves(
+    targets: Mapping[str, str | None],
+    values: Mapping[str, Sequence[str]],
+    rng: np.random.Generator,
+    p_further: float,
+) -> list[str]:
+    """The open targets (named without a value) that move this time: one, then each further
+    one with probability p_further. An idea naming six schedule parameters is a step in that
+    schedule, not a restart: moving all six at once threw away every value the parent's
+    lineage had measured (H200 run 9 replaced the default schedule by a random one twice as
+    slow on the largest configs, and never measured the default)."""
+    open_names = [n for n, v in targets.items() if v is None and n in values]
+    if not open_names:
+        return []
+    order = [open_names[int(i)] for i in rng.permutation(len(open_names))]
+    count = 1
+    while count < len(order) and rng.random() < p_further:
+        count += 1
+    return order[:count]
+
+
 class Variant(BaseModel):
     """A proposed child and why each tunable moved."""
 
@@ -132,12 +162,11 @@ def propose_variant(
     child = dict(parent)
     reasons: dict[str, ChangeReason] = {}
     for name, value in targets.items():
-        if name not in values:
-            continue
-        if value is None:
-            child[name] = _other_value(name, child[name], values, rng) or child[name]
-        elif value in values[name]:
+        if name in values and value is not None and value in values[name]:
             child[name] = value
+            reasons[name] = ChangeReason.IDEA
+    for name in _open_moves(targets, values, rng, settings.p_further_open_move):
+        child[name] = _other_value(name, child[name], values, rng) or child[name]
         reasons[name] = ChangeReason.IDEA
     _meet_requirements(child, space, list(reasons), reasons)
     if donors and rng.random() < settings.p_recombine:

@@ -57,6 +57,31 @@ def test_none_target_changes_that_tunable(
     assert seen == {"baddbmm", "prescale_q"}
 
 
+def test_open_targets_step_from_the_parent(
+    space: dict[str, list[str]], parent: dict[str, str]
+) -> None:
+    """An idea naming several tunables without values (a kernel's schedule) moves one or a
+    few of them, keeping the parent's other values: a step, not a random restart."""
+    schedule = ["fused_rows", "fused_keys", "fused_warps", "fused_stages", "fused_boundary"]
+    targets: dict[str, str | None] = dict.fromkeys(schedule)
+    fused_parent = {**parent, "fused_kernel": "triton"}
+    counts, moved_names = [], set()
+    for seed in range(200):
+        rng = np.random.default_rng(seed)
+        variant = propose_variant(fused_parent, space, targets, [], rng, NO_EXTRAS)
+        moved = {n for n in fused_parent if variant.tunables[n] != fused_parent[n]}
+        assert moved and moved <= set(schedule), moved
+        assert all(variant.reasons[n] is ChangeReason.IDEA for n in moved)
+        counts.append(len(moved))
+        moved_names |= moved
+    assert moved_names == set(schedule), "every open target is sometimes the one that moves"
+    assert counts.count(1) > 100, "mostly a single step"
+    assert max(counts) > 1, "sometimes a larger step"
+    settings = OperatorSettings(p_recombine=0.0, p_extra_mutation=0.0, p_further_open_move=1.0)
+    restart = propose_variant(fused_parent, space, targets, [], np.random.default_rng(1), settings)
+    assert all(restart.tunables[n] != fused_parent[n] for n in schedule)
+
+
 def test_unknown_targets_are_ignored(space: dict[str, list[str]], parent: dict[str, str]) -> None:
     rng = np.random.default_rng(3)
     targets: dict[str, str | None] = {"no_such_tunable": "x", "gelu": "not-a-value"}
@@ -203,7 +228,8 @@ def test_an_idea_on_a_fused_tunable_switches_the_fused_kernel_on(
         variant = propose_variant(parent, search_space, targets, [], np.random.default_rng(seed))
         assert variant.tunables["fused_kernel"] == "triton"
         assert variant.reasons["fused_kernel"] == ChangeReason.CONSTRAINT
-        assert variant.tunables["fused_rows"] != parent["fused_rows"]
+        moved = {n for n in targets if variant.tunables[n] != parent[n]}
+        assert moved, "at least one of the idea's open targets moves"
 
 
 def test_without_requirements_the_same_idea_stays_inert(
