@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 # nvidia-smi clock-event bits that mean the chip slowed itself down (not merely idle/capped).
 _SLOWDOWN_BITS = {0x8: "hw_slowdown", 0x20: "sw_thermal", 0x40: "hw_thermal", 0x80: "power_brake"}
@@ -61,15 +61,34 @@ def _cpu_ticks() -> tuple[int, int]:
     return busy, own
 
 
-def _nvidia_smi(args: list[str]) -> list[str]:
+_CSV = "--format=csv,noheader,nounits"
+_GPU_QUERY = ["--query-gpu=uuid,clocks.sm,clocks_event_reasons.active", _CSV]
+_APPS_QUERY = ["--query-compute-apps=pid,gpu_uuid", _CSV]
+SMI_TIMEOUT_S = 10.0
+
+
+def _start_smi(args: list[str]) -> subprocess.Popen[str] | None:
     exe = shutil.which("nvidia-smi")
     if exe is None:
+        return None
+    try:
+        return subprocess.Popen(
+            [exe, *args], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+        )
+    except OSError:
+        return None
+
+
+def _smi_lines(proc: subprocess.Popen[str] | None) -> list[str]:
+    if proc is None:
         return []
     try:
-        done = subprocess.run([exe, *args], capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
+        out, _ = proc.communicate(timeout=SMI_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
         return []
-    return [line.strip() for line in done.stdout.splitlines() if line.strip()]
+    return [line.strip() for line in out.splitlines() if line.strip()]
 
 
 def _bare_uuid(uuid: str) -> str:
@@ -97,19 +116,14 @@ def judged_gpu_row(rows: list[str], gpu_uuid: str | None) -> list[str] | None:
     return parsed[0][1:] if parsed else None
 
 
-def _gpu_state(gpu_uuid: str | None) -> tuple[list[int], float | None, list[str]]:
-    # Two nvidia-smi calls a reading (each a process start, twice per timed config): the GPU
-    # rows also list the UUIDs.
-    rows = _nvidia_smi(
-        [
-            "--query-gpu=uuid,clocks.sm,clocks_event_reasons.active",
-            "--format=csv,noheader,nounits",
-        ]
-    )
+def _gpu_state(
+    rows: list[str], apps: list[str], gpu_uuid: str | None
+) -> tuple[list[int], float | None, list[str]]:
+    """(compute PIDs, SM clock, slowdown reasons) from the two queries' lines; the GPU rows
+    also list the UUIDs."""
     listed = {_bare_uuid(row.split(",")[0]) for row in rows}
     if gpu_uuid is not None and _bare_uuid(gpu_uuid) not in listed:
         gpu_uuid = None  # cannot tell the GPUs apart: count every process on every GPU
-    apps = _nvidia_smi(["--query-compute-apps=pid,gpu_uuid", "--format=csv,noheader,nounits"])
     pids = compute_pids(apps, gpu_uuid)
     clock, slow = None, []
     parts = judged_gpu_row(rows, gpu_uuid)
@@ -121,6 +135,41 @@ def _gpu_state(gpu_uuid: str | None) -> tuple[list[int], float | None, list[str]
         except ValueError:
             pass
     return pids, clock, slow
+
+
+class GpuReading:
+    """nvidia-smi's two queries of the GPU, started together now and collected later.
+
+    Each is a process start (about 0.2 s on the H200, four a timed config): run 10 spent
+    ~3.5 s of a 7.8 s screen waiting for them. Started before untimed work (building,
+    warm-up, the re-check), they run while it does, never while arms are timed."""
+
+    def __init__(self, device: str, gpu_uuid: str | None) -> None:
+        self._gpu_uuid = gpu_uuid
+        cuda = device.startswith("cuda")
+        self._procs = (_start_smi(_GPU_QUERY), _start_smi(_APPS_QUERY)) if cuda else None
+
+    def complete(self, cpu: Snapshot | None = None) -> Snapshot:
+        """The snapshot: these GPU readings with CPU ticks read before they started (cpu), or
+        read now, after they ended (their own CPU time then lies outside the interval)."""
+        gpu = None
+        if self._procs is not None:
+            rows, apps = (_smi_lines(p) for p in self._procs)
+            gpu = _gpu_state(rows, apps, self._gpu_uuid)
+            self._procs = None
+        snap = cpu_snapshot() if cpu is None else replace(cpu)
+        if gpu is not None:
+            snap.gpu_processes, snap.sm_clock_mhz, snap.slowdown = gpu
+        return snap
+
+    def discard(self) -> None:
+        """Stop readings nobody will collect (the evaluation ended early)."""
+        for proc in self._procs or ():
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+            if proc is not None:
+                proc.communicate()
+        self._procs = None
 
 
 def gpu_uuid_of(device: str) -> str | None:
@@ -135,13 +184,16 @@ def gpu_uuid_of(device: str) -> str | None:
         return None
 
 
+def cpu_snapshot() -> Snapshot:
+    """The CPU part of a reading, now."""
+    busy, own = _cpu_ticks()
+    return Snapshot(cpu_busy_ticks=busy, own_ticks=own, wall_ticks=os.times().elapsed * 100)
+
+
 def take_snapshot(device: str, gpu_uuid: str | None = None) -> Snapshot:
     """Read the state of the machine now (GPU readings of the GPU with gpu_uuid)."""
-    busy, own = _cpu_ticks()
-    snap = Snapshot(cpu_busy_ticks=busy, own_ticks=own, wall_ticks=os.times().elapsed * 100)
-    if device.startswith("cuda"):
-        snap.gpu_processes, snap.sm_clock_mhz, snap.slowdown = _gpu_state(gpu_uuid)
-    return snap
+    cpu = cpu_snapshot()
+    return GpuReading(device, gpu_uuid).complete(cpu)
 
 
 def foreign_cpu_limit(device: str, cpu_count: int | None) -> float:

@@ -20,11 +20,12 @@ from harness.checks import (
 )
 from harness.compile_state import forget_compiled_frames
 from harness.contention import (
+    GpuReading,
+    cpu_snapshot,
     describe,
     foreign_cpu_limit,
     gpu_uuid_of,
     judge_taint,
-    take_snapshot,
 )
 from harness.gate import inputs_unchanged
 from harness.judge_failures import (
@@ -288,14 +289,20 @@ class Judge:
         say(f"config {result.config_id}: timing {len(req.arms)} arms")
         assert req.timing is not None
         config = self.workload.configs[result.config_id]
-        with phase_clock(result.phase_s, JudgePhase.TIMING_BUILD):
-            forget_compiled_frames()
-            reference = self.runtime.build_reference(config, req.device)
-            models = {arm.name: self._build(arm, config, reference) for arm in req.arms}
-        with phase_clock(result.phase_s, JudgePhase.TIMING_WARMUP):
-            plans, calls = self._plans(models, config)
         gpu_uuid = gpu_uuid_of(req.device)
-        before = take_snapshot(req.device, gpu_uuid)
+        # The GPU readings run while the arms are built and warmed up (untimed work).
+        before_gpu = GpuReading(req.device, gpu_uuid)
+        try:
+            with phase_clock(result.phase_s, JudgePhase.TIMING_BUILD):
+                forget_compiled_frames()
+                reference = self.runtime.build_reference(config, req.device)
+                models = {arm.name: self._build(arm, config, reference) for arm in req.arms}
+            with phase_clock(result.phase_s, JudgePhase.TIMING_WARMUP):
+                plans, calls = self._plans(models, config)
+        except BaseException:
+            before_gpu.discard()
+            raise
+        before = before_gpu.complete()
         job = TimingJob(
             arms=plans,
             judged=req.judged_arm,
@@ -316,20 +323,27 @@ class Judge:
             raise EvaluationFailure(
                 Outcome.RUNTIME_ERROR, message, RejectReason.RUNTIME_ERROR
             ) from None
-        after = take_snapshot(req.device, gpu_uuid)
+        # CPU ticks now; the GPU readings run during the re-check and are collected after it.
+        after_cpu = cpu_snapshot()
+        after_gpu = GpuReading(req.device, gpu_uuid)
+        result.timings, result.ratios = log.arm_timings(), stats
+        result.rounds = len(log.rounds[req.judged_arm])
+        result.protocol = plans[req.judged_arm].mode
+        result.host_over_device = float(np.median(log.host_ratio[req.judged_arm]))
+        try:
+            self._plausibility(result, config)
+            with phase_clock(result.phase_s, JudgePhase.RECHECK):
+                self._recheck(config, reference, models[req.judged_arm], result)
+        except BaseException:
+            after_gpu.discard()
+            raise
+        after = after_gpu.complete(after_cpu)
         # The judge's own CUDA context is not contention (host pids: nvidia-smi reports those,
         # whether or not the judge runs in a PID namespace).
         ours = {host_pid(), host_parent_pid()}
         taint = judge_taint(before, after, ours, foreign_cpu_limit(req.device, os.cpu_count()))
         self.taint += [f"config {result.config_id}: {t}" for t in taint]
         self.environment[result.config_id] = {"before": describe(before), "after": describe(after)}
-        result.timings, result.ratios = log.arm_timings(), stats
-        result.rounds = len(log.rounds[req.judged_arm])
-        result.protocol = plans[req.judged_arm].mode
-        result.host_over_device = float(np.median(log.host_ratio[req.judged_arm]))
-        self._plausibility(result, config)
-        with phase_clock(result.phase_s, JudgePhase.RECHECK):
-            self._recheck(config, reference, models[req.judged_arm], result)
         return log.rounds
 
     def _plans(
