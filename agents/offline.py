@@ -24,6 +24,7 @@ from agents.mutation import (
 from agents.regimes import DEFAULT_REGIME, serving_regimes, write_regime
 from agents.tunables import (
     TunablesError,
+    idea_applied,
     read_docs,
     read_requirements,
     read_space,
@@ -146,6 +147,20 @@ def _message_variables(plan: _Plan, changes: list[TunableChange], regime: str) -
     }
 
 
+def open_regimes(
+    regimes: Mapping[str, Mapping[str, str]], targets: Mapping[str, str | None]
+) -> list[str]:
+    """The regimes an idea still has something to change in, by name. An idea whose concrete
+    settings a regime already holds would only make a random move there in its name (run 10:
+    cuda-graph, drawn twice for a regime that already captured graphs, moved fused_stages and
+    was booked with both slower results). Ideas without concrete targets stay open everywhere."""
+    return sorted(
+        name
+        for name, tunables in regimes.items()
+        if not idea_applied(dict(targets), dict(tunables))
+    )
+
+
 class OfflineExpander:
     """Mutation and recombination of the candidate's declared tunables, guided by the idea."""
 
@@ -204,7 +219,15 @@ class OfflineExpander:
         forbidden = forbidden_settings(request.constraints)
         known = set(request.known_trees)
         tree_repo = git.Repo(worktree)
-        names = sorted(plan.regimes)
+        names = open_regimes(plan.regimes, plan.targets)
+        if not names:
+            return self._result(
+                ExpansionOutcome.NO_CHANGE,
+                f"idea {request.idea.idea_id!r} is already applied in every regime of "
+                f"{request.parent_sha[:10]} that serves a configuration "
+                f"({', '.join(sorted(plan.regimes))}): nothing of its own to change",
+                started,
+            )
         for _ in range(self.max_attempts):
             regime = names[int(rng.integers(len(names)))]
             parent = plan.regimes[regime]

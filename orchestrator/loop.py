@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import git
@@ -10,7 +11,8 @@ import numpy as np
 from agents.expander import ExpansionOutcome
 from agents.llm.session import BudgetExhaustedError
 from agents.offline import interpret_idea
-from agents.tunables import TunablesError, idea_applied, read_space, read_tunables
+from agents.regimes import serving_regimes
+from agents.tunables import TunablesError, idea_applied, read_space
 from orchestrator.agent_runs import drain_llm_calls, research_due, run_inspector, run_researcher
 from orchestrator.budget import Invocation, begin_invocation, budget_stop
 from orchestrator.composition import composition_plan, composition_step
@@ -20,7 +22,7 @@ from orchestrator.measured import SweepJob, sweep_step
 from orchestrator.repeats import repeated_failure_stop
 from orchestrator.scheduler import Dispatcher
 from orchestrator.settings import VerificationMode
-from orchestrator.stages import DeviceWorker, LoopContext
+from orchestrator.stages import DeviceWorker, LoopContext, timed_sizes
 from orchestrator.state import SearchState, derive_state, infrastructure_failure
 from orchestrator.taint import TaintSummary, taint_summary
 from orchestrator.verification import verify_frontier
@@ -93,7 +95,7 @@ def ideas_for_parent(ctx: LoopContext, state: SearchState, parent_sha: str) -> l
     )
     try:
         source = read_file(ctx.repo, parent_sha, ctx.workload.candidate_file)
-        tunables, space = read_tunables(source), read_space(source)
+        regimes, space = serving_regimes(source, timed_sizes(ctx)), read_space(source)
     except (TunablesError, SyntaxError, git.GitCommandError):
         return arms  # code without declared tunables: every idea is still open
     # Free-text ideas are read the way the offline expander will read them.
@@ -101,14 +103,21 @@ def ideas_for_parent(ctx: LoopContext, state: SearchState, parent_sha: str) -> l
         idea_id: idea.targets or interpret_idea(idea.text, space)
         for idea_id, idea in state.ideas.items()
     }
-    return open_ideas(arms, targets, tunables)
+    return open_ideas(arms, targets, list(regimes.values()))
 
 
 def open_ideas(
-    arms: list[IdeaArm], targets: dict[str, dict[str, str | None]], tunables: dict[str, str]
+    arms: list[IdeaArm],
+    targets: dict[str, dict[str, str | None]],
+    regimes: Sequence[Mapping[str, str]],
 ) -> list[IdeaArm]:
-    """The arms whose settings the parent does not already have (all of them if none is left)."""
-    remaining = [a for a in arms if not idea_applied(targets.get(a.idea_id, {}), tunables)]
+    """The arms whose settings some regime of the parent does not already have (a plain
+    parent has one regime, its TUNABLES; all arms if none is left)."""
+    remaining = [
+        a
+        for a in arms
+        if not all(idea_applied(targets.get(a.idea_id, {}), dict(t)) for t in regimes)
+    ]
     return remaining or arms
 
 

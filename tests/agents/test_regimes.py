@@ -111,3 +111,34 @@ def test_the_operator_changes_one_serving_regime_of_a_dispatching_parent(
         if changed == {"8"}:  # the idea's tunable needs the fused kernel, which it switched on
             assert read_tunables(child)["fused_kernel"] == "triton"
     assert reached == {"r1", DEFAULT_REGIME}
+
+
+def test_an_idea_is_applied_only_in_a_regime_that_lacks_it(
+    tmp_path: Path, track3_source: str
+) -> None:
+    """r1 already captures graphs: cuda-graph changes TUNABLES, never r1 by a random move."""
+    repo, sha = make_repo(tmp_path / "repo", dispatching(track3_source))
+    parent = repo.git.show(f"{sha}:candidate.py")
+    graph = {"graph_capture": "cuda_graph"}
+    for seed in range(12):
+        req = request(repo, sha, f"cand/{seed}", "capture graphs", graph, seed=seed)
+        result = OfflineExpander().expand(req.model_copy(update={"config_sizes": SIZES}))
+        assert result.outcome is ExpansionOutcome.COMMITTED, result.message
+        assert result.sha is not None
+        child = repo.git.show(f"{result.sha}:candidate.py")
+        assert read_regimes(child)["r1"] == read_regimes(parent)["r1"], seed
+        assert read_tunables(child)["graph_capture"] == "cuda_graph"
+
+
+def test_an_idea_every_serving_regime_holds_makes_no_change(
+    tmp_path: Path, track3_source: str
+) -> None:
+    """Held by TUNABLES and r1 (r2 serves nobody): no commit, and the reason says why."""
+    source = dispatching(track3_source)
+    source = write_tunables(source, {**read_tunables(source), **FUSED})
+    repo, sha = make_repo(tmp_path / "repo", source)
+    req = request(repo, sha, "cand/x", "capture graphs", {"graph_capture": "cuda_graph"})
+    result = OfflineExpander().expand(req.model_copy(update={"config_sizes": SIZES}))
+    assert result.outcome is ExpansionOutcome.NO_CHANGE
+    assert "already applied in every regime" in result.message
+    assert result.sha is None
