@@ -130,16 +130,34 @@ def settings_by_config(
     return chosen
 
 
+def changed_settings(
+    parent: str, child: str, features: Mapping[str, Mapping[str, float]]
+) -> dict[str, set[str]] | None:
+    """Per configuration, the tunables whose effective values differ between two candidates
+    that run the same code, or None when that cannot be told."""
+    before = settings_by_config(parent, features)
+    after = settings_by_config(child, features)
+    if before is None or after is None:
+        return None
+    return {
+        config: {
+            name
+            for name in before[config].keys() | after[config].keys()
+            if before[config].get(name) != after[config].get(name)
+        }
+        for config in features
+    }
+
+
 def changed_configs(
     parent: str, child: str, features: Mapping[str, Mapping[str, float]]
 ) -> set[str] | None:
     """The configurations whose effective settings differ between two candidates that run
     the same code, or None when that cannot be told (then any configuration may change)."""
-    before = settings_by_config(parent, features)
-    after = settings_by_config(child, features)
-    if before is None or after is None:
+    changed = changed_settings(parent, child, features)
+    if changed is None:
         return None
-    return {config for config in features if before[config] != after[config]}
+    return {config for config, names in changed.items() if names}
 
 
 def write_regime(source: str, name: str, tunables: Mapping[str, str], parent_sha: str) -> str:

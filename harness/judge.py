@@ -182,6 +182,7 @@ class Judge:
         with phase_clock(result.phase_s, JudgePhase.CHECK_TRIALS):
             if not self._run_trials(ctx, (refs, judged, alive), result):
                 return result  # a failing candidate gets no timing; later checks add nothing
+        result.settings_read = self._settings_read(judged)
         with phase_clock(result.phase_s, JudgePhase.CHECK_EXTRA):
             if len(req.trials) >= 2 and not oracle:
                 aliasing = check_aliasing(ctx, judged, refs, (req.trials[0], req.trials[-1]))
@@ -218,6 +219,11 @@ class Judge:
             if not verdict.passed:
                 return False
         return True
+
+    def _settings_read(self, model: Any) -> list[str] | None:
+        """What the judged arm's recorder says its code read (optional runtime hook)."""
+        hook = getattr(self.runtime, "settings_read", None)
+        return hook(model) if callable(hook) else None
 
     def _served(
         self, config: Any, reference: Any, ctx: CheckContext, refs: ReferenceCache

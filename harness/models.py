@@ -296,6 +296,12 @@ class ConfigResult(BaseModel):
     feasibility: dict[str, float] | None = Field(
         default=None, description="Oracle configs: peak memory bytes, latency s, elements."
     )
+    settings_read: list[str] | None = Field(
+        default=None,
+        description="The tunables the judged arm's code read on this config, as its own "
+        "recorder reports them after the trials passed (None: not reported). Advisory: it "
+        "narrows which configs a later screen of a change measures, nothing else.",
+    )
     phase_s: dict[str, float] = Field(
         default_factory=dict,
         description="Wall seconds per judging phase of this config (harness.stage_clock."

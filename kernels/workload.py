@@ -160,6 +160,32 @@ class WorkloadRuntime(Protocol):
     def cost(self, config: Any) -> tuple[float, float]:
         """Lower bounds of (FLOPs, bytes moved) of one call: the roofline's numerators."""
 
+    def settings_read(self, model: Any) -> list[str] | None:
+        """The tunables a built candidate says its code read (None: it cannot say). Optional:
+        a runtime without it reports nothing, and the search then screens a change on every
+        configuration its settings reach."""
+
+
+# A candidate listing more names than this (or longer ones) is not describing its tunables.
+MAX_SETTINGS_READ = 1000
+MAX_SETTING_NAME = 100
+
+
+def declared_reads(model: Any) -> list[str] | None:
+    """What a candidate reports of its own tunables' reads (``model.tunables.names_read()``,
+    the seeds' recorder), sorted; None when it reports nothing well-formed. The candidate's
+    word: it only narrows which configurations a screen measures (advisory), never a verdict."""
+    try:
+        names_read = getattr(getattr(model, "tunables", None), "names_read", None)
+        names = names_read() if callable(names_read) else None
+    except Exception:
+        return None
+    if not isinstance(names, list) or len(names) > MAX_SETTINGS_READ:
+        return None
+    if not all(isinstance(n, str) and len(n) <= MAX_SETTING_NAME for n in names):
+        return None
+    return sorted(set(names))
+
 
 class Workload(BaseModel):
     """A problem Ratchet can search: reference, inputs, configs, tolerance and baseline."""

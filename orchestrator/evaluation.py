@@ -187,6 +187,7 @@ def _summarize(config: ConfigResult) -> ConfigSummary:
         max_abs_error=max(errors) if errors else None,
         problem=next((t.problem for t in config.trials if t.problem), None),
         ratios=[r.model_dump(mode="json") for r in config.ratios],
+        settings_read=config.settings_read,
     )
 
 

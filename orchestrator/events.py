@@ -190,6 +190,11 @@ class ConfigSummary(BaseModel):
     max_abs_error: float | None = Field(description="Largest |out - ref| seen.")
     problem: str | None = Field(description="First non-numeric problem (shape, mutation...).")
     ratios: list[dict[str, Any]] = Field(description="Paired ratios of the judged arm.")
+    settings_read: list[str] | None = Field(
+        default=None,
+        description="Tunables the judged candidate's code read here, by its own recorder "
+        "(None: not reported, or recorded before runs kept them).",
+    )
 
 
 class EvaluationSummary(Payload):

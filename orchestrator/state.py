@@ -133,6 +133,8 @@ class SearchState:
     verifications: dict[str, str] = field(default_factory=dict)
     feasibility: dict[str, bool] = field(default_factory=dict)
     no_change: dict[str, set[str]] = field(default_factory=dict)
+    # sha -> config -> the tunables its code read there (every passing evaluation's report).
+    settings_read: dict[str, dict[str, set[str]]] = field(default_factory=dict)
     lessons: list[LessonNoted] = field(default_factory=list)
     research_seen_seq: int = 0
     research_step: int = 0
@@ -302,6 +304,7 @@ def _apply_event(state: SearchState, kind: str, payload: dict[str, Any]) -> None
             state.steps[checked.step].static = checked
     elif kind == EventKind.EVALUATION:
         summary = EvaluationSummary.model_validate(payload)
+        _note_settings_read(state, summary)
         if summary.step in state.steps:
             step = state.steps[summary.step]
             if summary.stage is Stage.SCREEN:
@@ -312,6 +315,13 @@ def _apply_event(state: SearchState, kind: str, payload: dict[str, Any]) -> None
                 step.tainted_sweeps += 1  # measured again (or judged: the verdict closes it)
             else:
                 step.sweep = summary
+
+
+def _note_settings_read(state: SearchState, summary: EvaluationSummary) -> None:
+    for config in summary.configs:
+        if config.settings_read is not None:
+            by_config = state.settings_read.setdefault(summary.sha, {})
+            by_config.setdefault(config.config_id, set()).update(config.settings_read)
 
 
 def _floor_key(config_set: str, slot: str | None) -> str:

@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from kernels.workload import TrialSpec
+from kernels.workload import TrialSpec, declared_reads
 
 
 class LeftToRight(torch.nn.Module):
@@ -59,3 +59,8 @@ def call(model: Any, inputs: tuple[Any, ...]) -> Any:
     """forward(a, b, c) without autograd."""
     with torch.no_grad():
         return model(*inputs)
+
+
+def settings_read(model: Any) -> list[str] | None:
+    """The tunables the candidate's code read, by its own recorder (None: it keeps none)."""
+    return declared_reads(model)

@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 
-from kernels.workload import TrialSpec
+from kernels.workload import TrialSpec, declared_reads
 
 
 class NaiveSoftmax(torch.nn.Module):
@@ -54,3 +54,8 @@ def call(model: Any, inputs: tuple[Any, ...]) -> Any:
     """forward(x) without autograd."""
     with torch.no_grad():
         return model(*inputs)
+
+
+def settings_read(model: Any) -> list[str] | None:
+    """The tunables the candidate's code read, by its own recorder (None: it keeps none)."""
+    return declared_reads(model)

@@ -9,7 +9,7 @@ import torch
 from kernels.track3.inputs import generate_inputs as _generate
 from kernels.track3.oracle import BlockedOracle
 from kernels.track3.reference import build_reference_model
-from kernels.workload import TrialSpec
+from kernels.workload import TrialSpec, declared_reads
 
 WEIGHT_SEED = 1234
 
@@ -57,3 +57,8 @@ def call(model: Any, inputs: tuple[Any, ...]) -> Any:
     x, mask = inputs
     with torch.no_grad():
         return model(x, valid_token_mask=mask)
+
+
+def settings_read(model: Any) -> list[str] | None:
+    """The tunables the candidate's code read, by its own recorder (None: it keeps none)."""
+    return declared_reads(model)

@@ -281,3 +281,36 @@ def test_a_launch_the_device_refuses_falls_back_to_the_torch_path(
     fresh = seed.OptimizedTransformer(config, {"fused_kernel": "triton"})
     with pytest.raises(RuntimeError, match="real kernel bug"), torch.no_grad():
         fresh(x)  # anything but a refusal still fails the candidate
+
+
+READS_SCRIPT = r"""
+import json, sys, torch
+from kernels.candidate_tree import load_candidate
+from kernels.track3 import CONFIGS, generate_inputs
+from kernels.track3.reference import build_reference_model
+from kernels.track3.runtime import call, settings_read
+from kernels.track3.workload import track3_workload
+
+seed = load_candidate(track3_workload().seed_entry(), "reads_seed")
+reads = []
+for width in (64, 32):
+    config = CONFIGS["cpu-5"].model_copy(update={"d_model": width, "ffn_dim": width})
+    reference = build_reference_model(config, device="cpu", seed=1234)
+    model = seed.OptimizedTransformer(config, {"fused_kernel": "triton", "fused_min_width": "64"})
+    model.load_state_dict(reference.state_dict(), strict=True)
+    call(model, generate_inputs(config, 1234, 0.25, 1.0, "cpu"))
+    reads.append(settings_read(model))
+print(json.dumps(reads))
+"""
+
+
+def test_the_fused_and_the_torch_path_read_their_own_tunables() -> None:
+    """One seed, fused_min_width=64: width 64 runs the fused kernels, width 32 the torch path.
+    What each read is what a change must touch to alter it (the screen's reach)."""
+    fused, torch_path = (set(cast(list[str], r)) for r in run_interpreted([], READS_SCRIPT))
+    shared = {"fused_kernel", "fused_min_width", "graph_capture", "batch_chunk"}
+    assert shared <= fused and shared <= torch_path
+    fused_only = {"fused_projection_operands", "fused_ffn_operands", "fused_rows", "fused_keys"}
+    torch_only = {"matmul_precision", "gelu", "attention", "whole_model_compile"}
+    assert fused_only <= fused and not fused_only & torch_path
+    assert torch_only <= torch_path and not torch_only & fused

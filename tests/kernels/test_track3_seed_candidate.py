@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from types import ModuleType
 from typing import Any
 
@@ -11,8 +12,9 @@ import torch
 from harness.gate import count_failures
 from kernels.track3 import CONFIGS, generate_inputs
 from kernels.track3.reference import Transformer, build_reference_model
-from kernels.track3.runtime import build_candidate, build_reference, call
+from kernels.track3.runtime import build_candidate, build_reference, call, settings_read
 from kernels.track3.workload import track3_workload
+from kernels.workload import declared_reads
 from tests.kernels.conftest import load_module
 
 CPU_IDS = ["cpu-1", "cpu-2", "cpu-3", "cpu-4", "cpu-5"]
@@ -229,3 +231,61 @@ def test_explicit_attention_that_cannot_fit_falls_back_to_the_flash_path(
     assert chunking.explicit_scores_exceed(cuda, 16, 100_000, 1)  # config 14
     assert not chunking.explicit_scores_exceed(cuda, 4, 1024, 64)  # config 13: 3.2 GB
     assert not chunking.explicit_scores_exceed(torch.device("cpu"), 16, 100_000, 1)
+
+
+def test_the_recorder_names_what_the_forward_read(track3_seed: ModuleType) -> None:
+    """On the CPU the fused kernels never run: the torch path's tunables are read, theirs not."""
+    cfg = CONFIGS["cpu-2"]
+    model = candidate(track3_seed, "cpu-2", build_reference(cfg, "cpu"), {"fused_kernel": "triton"})
+    call(model, generate_inputs(cfg, 1234, 0.25))
+    names = settings_read(model)
+    assert names is not None and names == sorted(names)
+    assert {"matmul_precision", "gelu", "fused_kernel", "fused_min_width"} <= set(names)
+    assert not {"fused_projection_operands", "fused_rows", "fused_keys"} & set(names)
+
+
+def test_the_recorder_sees_bulk_reads_and_says_when_it_cannot_see(
+    track3_seed: ModuleType,
+) -> None:
+    record = sys.modules[track3_seed.__name__.rsplit(".", 1)[0] + ".common"].SettingsRead
+    seen = record({"a": "1", "b": "2"})
+    assert "a" in seen and len(seen) == 2 and list(seen) == ["a", "b"]
+    assert seen.names_read() == []  # presence and keys say nothing about a value
+    assert seen.get("b") == "2" and seen.names_read() == ["b"]
+    assert dict(seen) == {"a": "1", "b": "2"} and seen.names_read() == ["a", "b"]
+    other = record({"a": "1"})
+    assert other == {"a": "1"} and other.names_read() == ["a"]  # a comparison reads them all
+    traced = record({"a": "1"})
+
+    def branch(t: torch.Tensor) -> torch.Tensor:
+        return t * 2 if traced["a"] == "1" else t
+
+    torch.compile(branch, backend="eager")(torch.ones(2))
+    # A trace reads out of sight (which is why the compiled path marks the record unknown).
+    assert traced.names_read() == []
+    traced.mark_unknown()
+    assert traced.names_read() is None
+
+
+def test_declared_reads_takes_only_a_well_formed_answer() -> None:
+    class Record:
+        def __init__(self, answer: object) -> None:
+            self.answer = answer
+
+        def names_read(self) -> object:
+            if isinstance(self.answer, Exception):
+                raise self.answer
+            return self.answer
+
+    class Model:
+        def __init__(self, answer: object) -> None:
+            self.tunables = Record(answer)
+
+    assert declared_reads(Model(["b", "a", "b"])) == ["a", "b"]
+    assert declared_reads(Model(None)) is None
+    assert declared_reads(Model("ab")) is None
+    assert declared_reads(Model([1])) is None
+    assert declared_reads(Model(["x" * 101])) is None
+    assert declared_reads(Model([str(i) for i in range(1001)])) is None
+    assert declared_reads(Model(RuntimeError("no"))) is None
+    assert declared_reads(object()) is None  # no recorder at all

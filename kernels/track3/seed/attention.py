@@ -7,13 +7,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from .chunking import explicit_scores_exceed
-from .common import LOW_PRECISION, DerivedCache, weight_key, zero_padded
+from .common import LOW_PRECISION, DerivedCache, SettingsRead, weight_key, zero_padded
 
 
 class MultiHeadAttention(nn.Module):
     """Attention with the reference's parameter names and tunable internals."""
 
-    def __init__(self, d_model: int, num_heads: int, tunables: dict[str, str]) -> None:
+    def __init__(self, d_model: int, num_heads: int, tunables: SettingsRead) -> None:
         super().__init__()
         self.d_model = d_model
         self.num_heads = num_heads

@@ -7,13 +7,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from .attention import MultiHeadAttention
-from .common import LOW_PRECISION, DerivedCache, weight_key, zero_padded
+from .common import LOW_PRECISION, DerivedCache, SettingsRead, weight_key, zero_padded
 
 
 class TransformerBlock(nn.Module):
     """Pre-LN block with fp32 LayerNorm and residual around the tunable islands."""
 
-    def __init__(self, d_model: int, num_heads: int, ffn_dim: int, tunables: dict[str, str]):
+    def __init__(self, d_model: int, num_heads: int, ffn_dim: int, tunables: SettingsRead):
         super().__init__()
         self.tunables = tunables
         self.norm1 = nn.LayerNorm(d_model, eps=1e-5)

@@ -22,7 +22,7 @@ from torch import nn
 from .block import TransformerBlock
 from .capture import GraphCache
 from .chunking import sequences_per_chunk
-from .common import DerivedCache, weight_key, zero_padded
+from .common import DerivedCache, SettingsRead, weight_key, zero_padded
 from .fused import fused_fits, fused_packs, pack_dtype, try_fused_forward
 from .regimes import checked, select_regime
 
@@ -203,13 +203,13 @@ class OptimizedTransformer(nn.Module):
         self._defaults = dict(chosen)
         self._regime: str | None = None
         self._regime_for: dict[tuple[object, ...], str | None] = {}
-        self.tunables = chosen
+        self.tunables = SettingsRead(chosen)  # every module reads this one object
         self.causal = bool(getattr(config, "causal", True))
         d_model, heads = config.d_model, config.num_heads  # type: ignore[attr-defined]
         ffn_dim, num_layers = config.ffn_dim, config.num_layers  # type: ignore[attr-defined]
         self.d_model, self.num_heads, self.ffn_dim = d_model, heads, ffn_dim
         self.layers = nn.ModuleList(
-            TransformerBlock(d_model, heads, ffn_dim, chosen) for _ in range(num_layers)
+            TransformerBlock(d_model, heads, ffn_dim, self.tunables) for _ in range(num_layers)
         )
         self.final_norm = nn.LayerNorm(d_model, eps=1e-5)
         self._graphs = GraphCache()
@@ -251,6 +251,7 @@ class OptimizedTransformer(nn.Module):
                 return fused
         mode = self.tunables["whole_model_compile"]
         if mode != "none" and x.is_cuda:
+            self.tunables.mark_unknown()  # the trace reads tunables out of the recorder's sight
             if self._compiled is None:
                 self._compiled = torch.compile(self._layers, mode=mode, dynamic=False)
             return self._compiled(x, mask)

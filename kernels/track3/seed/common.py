@@ -44,3 +44,78 @@ def weight_key(*tensors: torch.Tensor) -> tuple[object, ...]:
         (t.data_ptr(), -1 if t.is_inference() else t._version, t.dtype, str(t.device))
         for t in tensors
     )
+
+
+class SettingsRead:
+    """The candidate's tunables, remembering which ones its code has read.
+
+    A dict in every way the code uses one (``[]``, ``get``, ``in``, ``items``, ``values``,
+    ``update``, ``clear``), plus ``names_read()``: the tunables this model has read since it
+    was built, its construction included. The judge reports them per configuration, and the
+    search screens a change where the parent read what it changed: a tunable a configuration's
+    code never read cannot change what runs there (the torch path's precision on sizes the
+    fused kernels serve). Reads inside a torch.compile trace are not seen one by one: a model
+    that ran one reports ``None`` (unknown) from then on, never a set that leaves them out."""
+
+    def __init__(self, values: dict[str, str]) -> None:
+        self._values = dict(values)
+        self._read: set[str] = set()
+        self._unknown = False
+
+    def _note(self, name: str) -> None:
+        if not torch.compiler.is_compiling():
+            self._read.add(name)
+
+    def __getitem__(self, name: str) -> str:
+        self._note(name)
+        return self._values[name]
+
+    def get(self, name: str, default: Any = None) -> Any:
+        self._note(name)
+        return self._values.get(name, default)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._values  # every variant declares every tunable: no value read
+
+    def __iter__(self) -> Any:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def keys(self) -> Any:
+        return self._values.keys()
+
+    def items(self) -> list[tuple[str, str]]:
+        self._read.update(self._values)
+        return list(self._values.items())
+
+    def values(self) -> list[str]:
+        self._read.update(self._values)
+        return list(self._values.values())
+
+    def __setitem__(self, name: str, value: str) -> None:
+        self._values[name] = value
+
+    def update(self, values: Any) -> None:
+        self._values.update(values)
+
+    def clear(self) -> None:
+        self._values.clear()
+
+    def __eq__(self, other: object) -> bool:
+        self._read.update(self._values)
+        return self._values == (other._values if isinstance(other, SettingsRead) else other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"SettingsRead({self._values!r})"
+
+    def mark_unknown(self) -> None:
+        """What runs from here on reads tunables out of sight (a compiled trace)."""
+        self._unknown = True
+
+    def names_read(self) -> list[str] | None:
+        """The tunables read so far, sorted (None: some reads could not be seen)."""
+        return None if self._unknown else sorted(self._read)

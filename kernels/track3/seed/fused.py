@@ -7,6 +7,7 @@ from typing import Any
 
 import torch
 
+from .common import SettingsRead
 from .fused_kernels import kernels_runnable, kv_kernel, layer_kernel
 from .fused_split import split_layer
 
@@ -39,12 +40,12 @@ OPERAND_TUNABLES = {
 OPERAND_MODES = {"fp16": 0, "fp32_ieee": 1, "tf32x3": 2}
 
 
-def operand_modes(tunables: dict[str, str]) -> dict[str, int]:
+def operand_modes(tunables: SettingsRead | dict[str, str]) -> dict[str, int]:
     """The PREC code of each GEMM group of the fused kernels."""
     return {flag: OPERAND_MODES[tunables[name]] for flag, name in OPERAND_TUNABLES.items()}
 
 
-def pack_dtype(tunables: dict[str, str]) -> torch.dtype:
+def pack_dtype(tunables: SettingsRead | dict[str, str]) -> torch.dtype:
     """Weights are packed fp32 when a weight GEMM takes fp32 operands, else fp16."""
     modes = operand_modes(tunables)
     return torch.float32 if modes["PREC_QKV"] or modes["PREC_FFN"] else torch.float16
