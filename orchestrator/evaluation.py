@@ -188,6 +188,7 @@ def _summarize(config: ConfigResult) -> ConfigSummary:
         problem=next((t.problem for t in config.trials if t.problem), None),
         ratios=[r.model_dump(mode="json") for r in config.ratios],
         settings_read=config.settings_read,
+        failed_trial=next((t.trial for t in config.trials if not t.passed), None),
     )
 
 

@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from kernels.workload import TrialSpec
 from ledger import EventRecord
 
 
@@ -30,6 +31,7 @@ class EventKind(enum.StrEnum):
     FRONTIER_DEMOTED = "frontier_demoted"
     LESSON = "lesson"
     FEASIBILITY = "feasibility"
+    INHERITED_CHECK = "inherited_check"
 
 
 class Stage(enum.StrEnum):
@@ -123,6 +125,20 @@ class FrontierDemoted(Payload):
     reason: str = Field(description="Why.")
 
 
+class InheritedCheck(Payload):
+    """A child failed configs its change cannot reach (it runs its parent's code there): the
+    parent judged on the very inputs that failed."""
+
+    step: int = Field(description="The child's step.")
+    child_sha: str = Field(description="The failed child.")
+    parent_sha: str = Field(description="Its parent, judged here.")
+    configs: list[str] = Field(description="The failed configs the child's change cannot reach.")
+    trials: list[TrialSpec] = Field(description="The inputs that failed there, as drawn.")
+    outcome: str = Field(description="Harness outcome of the parent's judge run.")
+    parent_failed: bool = Field(description="The parent failed them too: the failure is its.")
+    message: str = Field(description="Harness message of the parent's run.")
+
+
 class StepStarted(Payload):
     """The samplers chose a parent and an idea for a step."""
 
@@ -194,6 +210,11 @@ class ConfigSummary(BaseModel):
         default=None,
         description="Tunables the judged candidate's code read here, by its own recorder "
         "(None: not reported, or recorded before runs kept them).",
+    )
+    failed_trial: TrialSpec | None = Field(
+        default=None,
+        description="How the inputs of the first failing trial were drawn (None: none failed, "
+        "or recorded before runs kept it): the failure can be reproduced on any arm.",
     )
 
 

@@ -18,6 +18,7 @@ from orchestrator.budget import Invocation, begin_invocation, budget_stop
 from orchestrator.composition import composition_plan, composition_step
 from orchestrator.events import EventKind, RunStopped, StepStarted
 from orchestrator.feasibility import check_feasibility, feasibility_due
+from orchestrator.inherited import check_inherited, inherited_check_due
 from orchestrator.measured import SweepJob, sweep_step
 from orchestrator.repeats import repeated_failure_stop
 from orchestrator.scheduler import Dispatcher
@@ -237,6 +238,10 @@ def _between_steps(ctx: LoopContext, state: SearchState) -> bool:
         sha, against = pending
         verify_frontier(on_first_device(ctx), sha, against, state.next_step)
         return True
+    inherited = inherited_check_due(ctx, state)
+    if inherited is not None:
+        check_inherited(on_first_device(ctx), *inherited)
+        return True
     if research_due(ctx, state):
         run_researcher(ctx, state)
         return True
@@ -275,7 +280,8 @@ def _between_steps_due(ctx: LoopContext, state: SearchState) -> bool:
     """Verifier or researcher work waits to run (it needs the pipeline drained)."""
     separate = ctx.settings.verification is VerificationMode.SEPARATE
     pending = state.pending_verification() if ctx.settings.verify_frontier else None
-    return (pending is not None and separate) or research_due(ctx, state)
+    inherited = inherited_check_due(ctx, state) is not None  # the frontier may not stand
+    return (pending is not None and separate) or inherited or research_due(ctx, state)
 
 
 def _search(ctx: LoopContext, stop: StopSignal, invocation: Invocation) -> tuple[str, int]:

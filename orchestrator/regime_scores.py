@@ -8,7 +8,7 @@ from typing import NamedTuple
 from harness.models import Outcome
 from ledger import Ledger
 from orchestrator.evaluation import REFERENCE_SHA
-from orchestrator.events import EvaluationSummary, EventKind
+from orchestrator.events import EvaluationSummary, EventKind, InheritedCheck
 
 # What a measurement must have ended in to say how fast a variant is where it passed.
 MEASURED_OUTCOMES = frozenset({Outcome.PASSED.value, Outcome.INCORRECT.value})
@@ -122,6 +122,17 @@ def _chained(graph: dict[str, list[tuple[str, Score]]], anchor: str) -> dict[str
     return {node: value for node, (_, value) in best.items()}
 
 
+def inherited_failures(ledger: Ledger) -> dict[str, set[str]]:
+    """Configs each candidate failed when judged on the inputs its child failed there with its
+    code (orchestrator/inherited.py): no more correct there than where it failed itself."""
+    failed: dict[str, set[str]] = {}
+    for event in ledger.events(EventKind.INHERITED_CHECK.value):
+        check = InheritedCheck.model_validate(event.record.payload)
+        if check.parent_failed:
+            failed.setdefault(check.parent_sha, set()).update(check.configs)
+    return failed
+
+
 def measured_scores(ledger: Ledger, anchor: str) -> dict[str, dict[str, Score]]:
     """Speedup over the baseline per candidate and config where it was judged correct: its
     paired ratios chained to the anchor (screens and sweeps, untainted), times the anchor's
@@ -129,6 +140,8 @@ def measured_scores(ledger: Ledger, anchor: str) -> dict[str, dict[str, Score]]:
     baseline measurement, not each against its own sweep's, and on one device (the one that
     measured most: variants only another device measured are not scored)."""
     edges, correct = _read(_summaries(ledger))
+    for sha, configs in inherited_failures(ledger).items():
+        correct.get(sha, set()).difference_update(configs)
     scores: dict[str, dict[str, Score]] = {}
     for config, graph in edges.items():
         relative = _chained(graph, anchor)

@@ -206,6 +206,12 @@ class Settings(BaseModel):
         description="When a run stops, judge its frontier on the config set's feasibility "
         "configs (e.g. track3's config 14: correctness only); export requires a pass.",
     )
+    check_inherited_failures: bool = Field(
+        default=True,
+        description="When a child of the frontier fails configs where it runs the frontier's "
+        "code (its change cannot reach them), judge the frontier on the inputs that failed "
+        "and demote it if it fails them too; its idea is then not charged.",
+    )
     verify_frontier: bool = Field(
         default=True, description="Replicate every new frontier with A/A and planted controls."
     )

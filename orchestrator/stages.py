@@ -87,6 +87,9 @@ class DerivedCaches:
     # sha -> (the code outside its tunables and dispatch blocks, [(variant id, settings, the
     # configs they serve)]), or None when composition cannot read the candidate.
     composable: dict[str, Any] = field(default_factory=dict)
+    # (step, child sha) -> the failed configs where the child runs its parent's code, with
+    # the inputs that failed (orchestrator/inherited.py).
+    inherited: dict[tuple[int, str], dict[str, Any]] = field(default_factory=dict)
 
 
 @dataclass

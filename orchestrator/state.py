@@ -12,6 +12,7 @@ from orchestrator.events import (
     EventKind,
     ExpansionFailed,
     IdeaRegistered,
+    InheritedCheck,
     LessonNoted,
     RunStarted,
     Stage,
@@ -133,6 +134,10 @@ class SearchState:
     verifications: dict[str, str] = field(default_factory=dict)
     feasibility: dict[str, bool] = field(default_factory=dict)
     no_change: dict[str, set[str]] = field(default_factory=dict)
+    # Steps whose inherited failures were checked; children whose every failure was the
+    # parent's (it failed the same inputs with the same code).
+    inherited_checked: set[int] = field(default_factory=set)
+    inherited_failures: set[str] = field(default_factory=set)
     # sha -> config -> the tunables its code read there (every passing evaluation's report).
     settings_read: dict[str, dict[str, set[str]]] = field(default_factory=dict)
     lessons: list[LessonNoted] = field(default_factory=list)
@@ -302,6 +307,8 @@ def _apply_event(state: SearchState, kind: str, payload: dict[str, Any]) -> None
         checked = StaticChecked.model_validate(payload)
         if checked.step in state.steps:
             state.steps[checked.step].static = checked
+    elif kind == EventKind.INHERITED_CHECK:
+        _note_inherited(state, InheritedCheck.model_validate(payload))
     elif kind == EventKind.EVALUATION:
         summary = EvaluationSummary.model_validate(payload)
         _note_settings_read(state, summary)
@@ -315,6 +322,22 @@ def _apply_event(state: SearchState, kind: str, payload: dict[str, Any]) -> None
                 step.tainted_sweeps += 1  # measured again (or judged: the verdict closes it)
             else:
                 step.sweep = summary
+
+
+def _note_inherited(state: SearchState, check: InheritedCheck) -> None:
+    state.inherited_checked.add(check.step)
+    step = state.steps.get(check.step)
+    if not check.parent_failed or step is None:
+        return
+    failed = {
+        c.config_id
+        for summary in (step.screen, step.sweep)
+        if summary is not None
+        for c in summary.configs
+        if not c.correct
+    }
+    if failed and failed <= set(check.configs):
+        state.inherited_failures.add(check.child_sha)
 
 
 def _note_settings_read(state: SearchState, summary: EvaluationSummary) -> None:
@@ -428,8 +451,9 @@ def _apply_candidates(state: SearchState, ledger: Ledger) -> None:
         elif cand.verdict is Verdict.PROMOTED:
             state.frontier_sha = cand.sha
         idea = state.ideas.get(cand.idea_id or "")
+        inherited = cand.sha in state.inherited_failures  # the parent's failure, not the idea's
         if idea is not None and cand.parent_sha is not None and not cand.tainted:
             if cand.success:
                 idea.successes += 1
-            else:
+            elif not inherited:
                 idea.failures += 1

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from kernels.workload import TrialSpec
 from ledger import Ledger
-from orchestrator.events import ConfigSummary, EvaluationSummary, EventKind, Stage
+from orchestrator.events import ConfigSummary, EvaluationSummary, EventKind, InheritedCheck, Stage
 from orchestrator.regime_scores import measured_scores
 
 F, X, Y = "f" * 40, "a" * 40, "b" * 40
@@ -185,3 +186,21 @@ def test_a_config_failed_anywhere_is_never_scored_though_a_screen_passed_it(
     ledger.append_many(records)
     assert set(measured_scores(ledger, anchor=F)[X]) == {"c1"}
     ledger.close()
+
+
+def test_a_config_its_child_showed_it_failing_is_not_scored(ledger: Ledger) -> None:
+    """X failed c2 when judged on the inputs its child failed there with X's own code."""
+    assert "c2" in measured_scores(ledger, anchor=F)[X]
+    check = InheritedCheck(
+        step=5,
+        child_sha=Y,
+        parent_sha=X,
+        configs=["c2"],
+        trials=[TrialSpec(seed=7)],
+        outcome="incorrect",
+        parent_failed=True,
+        message="failed correctness on configs ['c2']",
+    )
+    ledger.append(check.to_event(EventKind.INHERITED_CHECK))
+    scores = measured_scores(ledger, anchor=F)
+    assert "c2" not in scores[X] and "c1" in scores[X]

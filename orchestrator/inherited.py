@@ -1,0 +1,161 @@
+"""Failures a child inherited: configs its change cannot reach, failed on inputs its parent fails.
+
+A child of the offline operator or the composer differs from its parent only in its settings.
+Where the settings it runs a configuration with are the parent's, or differ only in tunables
+the parent's code never read there (its recorder's report), the child runs the parent's code
+exactly. When it fails such a configuration, the failure is the parent's: on the H200 (run 9,
+steps 16 and 21; run 10, step 11) children that changed another regime failed the
+frontier's own config-6 regime by one element on fresh inputs, and the idea was blamed while
+the frontier stood. The parent is judged again on the very inputs that failed; if it fails
+them, a frontier is demoted (the previous one stands again) and the child's idea is not
+charged with the failure.
+"""
+
+from __future__ import annotations
+
+import secrets
+
+import git
+
+from agents.dispatch import code_outside_blocks
+from agents.regimes import changed_settings
+from agents.tunables import TunablesError
+from harness.models import EvaluationRequest, Outcome
+from kernels.workload import TrialSpec
+from orchestrator.evaluation import commit_arm, judge
+from orchestrator.events import EvaluationSummary, EventKind, FrontierDemoted, InheritedCheck
+from orchestrator.stages import LoopContext, timed_sizes
+from orchestrator.state import SearchState, StepView
+from orchestrator.workspace import read_file
+from search import Verdict
+
+# Only the newest closed steps are looked at: a step is checked right after it closes, and
+# older failures of a frontier's children were looked at then.
+RECENT_STEPS = 8
+
+
+def _failed_evaluation(step: StepView) -> EvaluationSummary | None:
+    for summary in (step.sweep, step.screen):
+        if summary is not None and any(not c.correct for c in summary.configs):
+            return summary
+    return None
+
+
+def _same_code(ctx: LoopContext, parent: str, child: str) -> bool:
+    """The two commits differ at most in the entry module's TUNABLES and dispatch blocks."""
+    entry = ctx.workload.candidate_file
+    try:
+        paths = ctx.repo.git.diff("--name-only", parent, child).split()
+        if any(path != entry for path in paths):
+            return False
+        before, after = (read_file(ctx.repo, sha, entry) for sha in (parent, child))
+    except git.GitCommandError:
+        return False
+    return code_outside_blocks(before) == code_outside_blocks(after)
+
+
+def inherited_configs(ctx: LoopContext, state: SearchState, step: StepView) -> dict[str, TrialSpec]:
+    """The configs the step's child failed while running its parent's code there, each with
+    the inputs of its first failing trial ({} when there are none, or it cannot be told)."""
+    summary, child = _failed_evaluation(step), step.sha
+    parent = step.started.parent_sha
+    if summary is None or child is None or not _same_code(ctx, parent, child):
+        return {}
+    try:
+        before, after = (
+            read_file(ctx.repo, sha, ctx.workload.candidate_file) for sha in (parent, child)
+        )
+        changed = changed_settings(before, after, timed_sizes(ctx))
+    except (git.GitCommandError, TunablesError, SyntaxError):
+        return {}
+    if changed is None:
+        return {}
+    read = state.settings_read.get(parent, {})
+    inherited = {}
+    for config in summary.configs:
+        names = changed.get(config.config_id)
+        if config.correct or config.failed_trial is None or names is None:
+            continue
+        if not names or (config.config_id in read and not names & read[config.config_id]):
+            inherited[config.config_id] = config.failed_trial
+    return inherited
+
+
+def inherited_check_due(
+    ctx: LoopContext, state: SearchState
+) -> tuple[StepView, dict[str, TrialSpec]] | None:
+    """A recently failed child of the frontier with failures that are the frontier's own to
+    check, and which ones (None: nothing to check)."""
+    frontier = state.frontier_sha
+    if frontier is None or not ctx.settings.check_inherited_failures:
+        return None
+    for number in sorted(state.steps, reverse=True)[:RECENT_STEPS]:
+        step = state.steps[number]
+        if number in state.inherited_checked or step.started.parent_sha != frontier:
+            continue
+        if step.verdict is not Verdict.FAILED_CORRECTNESS:
+            continue
+        key = (number, str(step.sha))
+        if key not in ctx.caches.inherited:  # commits never change: read them once
+            ctx.caches.inherited[key] = inherited_configs(ctx, state, step)
+        configs = ctx.caches.inherited[key]
+        if configs:
+            return step, configs
+    return None
+
+
+def check_inherited(
+    ctx: LoopContext, step: StepView, configs: dict[str, TrialSpec]
+) -> InheritedCheck:
+    """Judge the parent on the inputs its child failed with its code; demote the parent
+    (the frontier) when it fails them too."""
+    parent, child = step.started.parent_sha, str(step.sha)
+    number = step.started.step
+    work = ctx.paths.evals / f"step-{number:05d}-inherited"
+    trials = list({t.model_dump_json(): t for t in configs.values()}.values())
+    request = EvaluationRequest(
+        evaluation_id=f"{parent}:inherited-{number}",
+        workload=ctx.judging.workload_ref,
+        device=ctx.device,
+        config_ids=sorted(configs),
+        arms=[commit_arm(ctx.judging, "candidate", parent, work)],
+        trials=trials,
+        timing=None,
+        seed=secrets.randbelow(2**31),
+        torch_threads=ctx.judging.torch_threads,
+        device_peaks=ctx.judging.device_peaks,
+    )
+    where = ", ".join(sorted(configs))
+    ctx.reporter.line(
+        f"  step {number} failed config(s) {where} with its parent's code there: judging the "
+        f"parent {parent[:10]} on the same inputs"
+    )
+    result = judge(ctx.judging, request, work, f"inherited check of {parent[:10]}")
+    failed = result.outcome is Outcome.INCORRECT
+    check = InheritedCheck(
+        step=number,
+        child_sha=child,
+        parent_sha=parent,
+        configs=sorted(configs),
+        trials=trials,
+        outcome=result.outcome.value,
+        parent_failed=failed,
+        message=result.message.strip()[:500],
+    )
+    records = [check.to_event(EventKind.INHERITED_CHECK)]
+    if failed:
+        reason = (
+            f"fails config(s) {where} on the inputs its child {child[:10]} (step {number}) "
+            f"failed there with its code: {check.message[:300]}"
+        )
+        records.append(
+            FrontierDemoted(sha=parent, reason=reason).to_event(EventKind.FRONTIER_DEMOTED)
+        )
+    ctx.ledger.append_many(records)
+    said = (
+        "fails them too: demoted, the previous frontier stands"
+        if failed
+        else (f"{result.outcome.value}: the failure stays the child's")
+    )
+    ctx.reporter.line(f"  inherited check: {parent[:10]} {said}")
+    return check

@@ -1,0 +1,250 @@
+"""A child's failure where it runs its parent's code: the parent is judged on the same inputs,
+and a frontier that fails them is demoted (real matchain run, real judge, real git)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import git
+import pytest
+
+from agents.dispatch import Regime, RegimeBranch, write_dispatch
+from agents.tunables import read_tunables
+from kernels.workload import TrialSpec
+from ledger import CandidateRecord, Ledger, Record, VerdictRecord
+from orchestrator import service
+from orchestrator.events import (
+    ConfigSummary,
+    EvaluationSummary,
+    EventKind,
+    InheritedCheck,
+    Stage,
+    StepStarted,
+)
+from orchestrator.regime_scores import inherited_failures
+from orchestrator.state import derive_state
+from tests.orchestrator.conftest import ListReporter, fast_settings
+
+pytestmark = pytest.mark.slow
+
+# Short outputs (m=8) go to r1; tall and square keep TUNABLES.
+TREE = RegimeBranch(feature="m", threshold=64.0, below="r1", above=None)
+WRONG_WHEN_TALL = (
+    "        if a.shape[0] > 512:  # planted: this parent is wrong on tall inputs\n"
+    "            return (a @ b) @ c + 1.0\n"
+)
+FAILED_INPUTS = TrialSpec(seed=4321, padding_ratio=0.0, input_scale=1.0)
+
+
+@pytest.fixture(scope="module")
+def searched(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("inherited") / "run"
+    settings = fast_settings(
+        root, workload="matchain", max_candidates=1, verify_frontier=False, check_feasibility=False
+    )
+    service.run_search(settings, ListReporter())
+    return root
+
+
+def _commit(repo: git.Repo, parent: str, source: str, branch: str) -> tuple[str, str]:
+    """A commit of candidate.py holding `source` on `parent`: (commit sha, tree sha)."""
+    root = str(repo.working_dir)
+    blob = subprocess.run(
+        ["git", "hash-object", "-w", "--stdin"],
+        input=source,
+        capture_output=True,
+        text=True,
+        cwd=root,
+        check=True,
+    ).stdout.strip()
+    listing = f"100644 blob {blob}\tcandidate.py\n"
+    tree = subprocess.run(
+        ["git", "mktree"], input=listing, capture_output=True, text=True, cwd=root, check=True
+    ).stdout.strip()
+    sha = repo.git.commit_tree(tree, "-p", parent, "-m", branch)
+    repo.git.branch(branch, sha)
+    return sha, tree
+
+
+def _plant(run: Path, parent_wrong: bool, child_regime: str) -> tuple[str, str, str]:
+    """A dispatching frontier P (wrong on tall inputs when asked) and its child C that changed
+    one regime and failed config 'tall' on FAILED_INPUTS: (frontier before P, P, C)."""
+    repo = git.Repo(run / "repo")
+    with Ledger.open_path(run / "ledger.sqlite", create=False) as ledger:
+        state = derive_state(ledger)
+        before = str(state.frontier_sha)
+        source = repo.git.show(f"{before}:candidate.py")
+        defaults = read_tunables(source)
+        regime = Regime(name="r1", tunables={**defaults}, source_sha=before)
+        parent_source = write_dispatch(source, [regime], TREE)
+        if parent_wrong:
+            anchor = '        if chosen["middle_layout"] == "contiguous":\n'
+            parent_source = parent_source.replace(anchor, WRONG_WHEN_TALL + anchor, 1)
+        parent, parent_tree = _commit(repo, before, parent_source, "planted/parent")
+        moved = {**defaults, "middle_layout": "contiguous"}
+        if child_regime == "r1":
+            regimes = [Regime(name="r1", tunables=moved, source_sha=before)]
+            child_source = write_dispatch(parent_source, regimes, TREE)
+        else:  # TUNABLES, which serves tall: the change reaches the failed config
+            child_source = parent_source.replace(
+                '"middle_layout": "as_given"', '"middle_layout": "contiguous"', 1
+            )
+        child, child_tree = _commit(repo, parent, child_source, "planted/child")
+        step = max(state.steps) + 1
+        idea = next(iter(state.ideas))
+        records: list[Record] = [
+            CandidateRecord(
+                sha=parent,
+                tree_sha=parent_tree,
+                parent_sha=before,
+                step=step,
+                idea_id=None,
+                agent="composer",
+                message="planted parent",
+                prompt_hash=None,
+                cost={},
+            ),
+            VerdictRecord(
+                candidate_sha=parent,
+                verdict="promoted",
+                stage="sweep",
+                reason="planted",
+                objective=100.0,
+                details={"success": True},
+            ),
+            StepStarted(
+                step=step + 1,
+                parent_sha=parent,
+                idea_id=idea,
+                parent_theta=0.5,
+                idea_theta=0.5,
+                idea_forced=False,
+                parent_forced=False,
+            ).to_event(EventKind.STEP_STARTED),
+            CandidateRecord(
+                sha=child,
+                tree_sha=child_tree,
+                parent_sha=parent,
+                step=step + 1,
+                idea_id=idea,
+                agent="offline",
+                message="planted child",
+                prompt_hash=None,
+                cost={},
+            ),
+            _failed_screen(step + 1, child).to_event(EventKind.EVALUATION),
+            VerdictRecord(
+                candidate_sha=child,
+                verdict="failed_correctness",
+                stage="screen",
+                reason="failed correctness on configs ['tall']",
+                objective=None,
+                details={"success": False},
+            ),
+        ]
+        for record in records:
+            ledger.append(record)
+    return before, parent, child
+
+
+def _failed_screen(step: int, sha: str) -> EvaluationSummary:
+    def digest(config_id: str, correct: bool) -> ConfigSummary:
+        return ConfigSummary(
+            config_id=config_id,
+            correct=correct,
+            trials=1,
+            failed_elements=0 if correct else 8,
+            total_elements=8192,
+            max_abs_error=1.0 if not correct else 0.0,
+            problem=None,
+            ratios=[],
+            failed_trial=None if correct else FAILED_INPUTS,
+        )
+
+    return EvaluationSummary(
+        step=step,
+        sha=sha,
+        evaluation_id=f"{sha}:screen",
+        stage=Stage.SCREEN,
+        outcome="incorrect",
+        message="failed correctness on configs ['tall']",
+        wall_s=1.0,
+        protocol="p",
+        fingerprint_id=None,
+        timer_resolution_ns=None,
+        arms={},
+        configs=[digest("tall", False), digest("short", True)],
+        aggregates=[],
+        trial_seeds=[FAILED_INPUTS.seed],
+    )
+
+
+def _go_on(run: Path) -> tuple[ListReporter, list[InheritedCheck]]:
+    """The same run again, allowed no new candidate: only what is due between steps runs."""
+    reporter = ListReporter()
+    settings = fast_settings(
+        run, workload="matchain", max_candidates=3, verify_frontier=False, check_feasibility=False
+    )
+    service.run_search(settings, reporter)
+    with Ledger.open_path(run / "ledger.sqlite", create=False) as ledger:
+        events = ledger.events(EventKind.INHERITED_CHECK.value)
+    return reporter, [InheritedCheck.model_validate(e.record.payload) for e in events]
+
+
+def test_a_frontier_that_fails_its_childs_inputs_is_demoted(searched: Path, tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(searched, run)
+    before, parent, child = _plant(run, parent_wrong=True, child_regime="r1")
+    with Ledger.open_path(run / "ledger.sqlite", create=False) as ledger:
+        planted = derive_state(ledger)
+    charged = planted.candidates[child].idea_id
+    assert planted.frontier_sha == parent and charged is not None
+    charged_before = planted.ideas[charged].failures  # the child's failure among them
+    reporter, checks = _go_on(run)
+    assert [(c.parent_sha, c.configs, c.parent_failed) for c in checks] == [
+        (parent, ["tall"], True)
+    ]
+    assert checks[0].trials == [FAILED_INPUTS]
+    with Ledger.open_path(run / "ledger.sqlite", create=False) as ledger:
+        state = derive_state(ledger)
+        assert inherited_failures(ledger) == {parent: {"tall"}}  # never composed in there
+    assert state.frontier_sha == before and parent in state.demoted
+    assert child in state.inherited_failures
+    assert state.ideas[charged].failures == charged_before - 1  # the parent's, not the idea's
+    assert any("demoted" in line for line in reporter.lines)
+    _, again = _go_on(run)  # checked once, never again
+    assert len(again) == 1
+
+
+def test_a_parent_that_passes_those_inputs_stands_and_the_child_keeps_its_failure(
+    searched: Path, tmp_path: Path
+) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(searched, run)
+    _, parent, child = _plant(run, parent_wrong=False, child_regime="r1")
+    with Ledger.open_path(run / "ledger.sqlite", create=False) as ledger:
+        planted = derive_state(ledger)
+    _, checks = _go_on(run)
+    assert [(c.configs, c.parent_failed, c.outcome) for c in checks] == [
+        (["tall"], False, "passed")
+    ]
+    with Ledger.open_path(run / "ledger.sqlite", create=False) as ledger:
+        state = derive_state(ledger)
+    assert state.frontier_sha == parent and not state.demoted
+    idea = state.candidates[child].idea_id
+    assert idea is not None and state.ideas[idea].failures == planted.ideas[idea].failures
+    assert child not in state.inherited_failures
+
+
+def test_a_change_that_reaches_the_failed_config_is_not_checked(
+    searched: Path, tmp_path: Path
+) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(searched, run)
+    _, parent, _ = _plant(run, parent_wrong=True, child_regime="TUNABLES")
+    _, checks = _go_on(run)
+    assert checks == []
+    with Ledger.open_path(run / "ledger.sqlite", create=False) as ledger:
+        assert derive_state(ledger).frontier_sha == parent
