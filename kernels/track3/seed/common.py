@@ -54,24 +54,24 @@ class SettingsRead:
     was built, its construction included. The judge reports them per configuration, and the
     search screens a change where the parent read what it changed: a tunable a configuration's
     code never read cannot change what runs there (the torch path's precision on sizes the
-    fused kernels serve). Reads inside a torch.compile trace are not seen one by one: a model
-    that ran one reports ``None`` (unknown) from then on, never a set that leaves them out."""
+    fused kernels serve). A model that ran a torch.compile trace reports ``None`` (unknown)
+    from then on: a cached trace reads nothing when it runs again, so what its reads were
+    cannot be vouched for."""
 
     def __init__(self, values: dict[str, str]) -> None:
         self._values = dict(values)
         self._read: set[str] = set()
         self._unknown = False
 
-    def _note(self, name: str) -> None:
-        if not torch.compiler.is_compiling():
-            self._read.add(name)
-
     def __getitem__(self, name: str) -> str:
-        self._note(name)
+        # Read on every forward that is not a graph replay: kept to a set insertion (a few
+        # tens of ns). Under a torch.compile trace Dynamo replays the insertion after the
+        # trace, with no graph break.
+        self._read.add(name)
         return self._values[name]
 
     def get(self, name: str, default: Any = None) -> Any:
-        self._note(name)
+        self._read.add(name)
         return self._values.get(name, default)
 
     def __contains__(self, name: object) -> bool:
