@@ -119,7 +119,10 @@ def main() -> None:
         "speed band leaves the nodes within it). Not included: building the 100k `LineageNode` "
         "records from the ledger (`SearchState.lineage`), which the step takes as given. The "
         "step took 510 ms before `search/lineage.py:clade_arrays` (numpy pointer jumping "
-        "instead of 100k pydantic `CladeCount` records).",
+        "instead of 100k pydantic `CladeCount` records), and 122.6 ms (121.7-134.9) on "
+        "2026-12-03's VM before `lineage_arrays` read each node's fields once by C-level maps "
+        "(a dict lookup, an enum test and a sort key per node in Python were most of it); the "
+        "draws are identical (60 of 60 seeded lineages chose the same parent).",
         "",
     ]
     args.out.write_text("\n".join(lines))

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from search.lineage import LineageNode, clade_arrays
+from search.lineage import LineageNode, lineage_arrays
 
 
 class ParentChoice(BaseModel):
@@ -49,15 +49,12 @@ def choose_parent(
 ) -> ParentChoice:
     """Draw theta ~ Beta(1 + s, 1 + f) per expandable node over its clade and take the argmax,
     among the nodes the speed band admits (all expandable ones when it admits none)."""
-    successes, failures = clade_arrays(nodes)
-    # Sorted so the draws do not depend on the order the caller listed the nodes in
-    # (e.g. database row order): the same generator state always gives the same parent.
-    ids = [node.node_id for node in nodes]
-    expandable = np.array(
-        sorted((i for i, node in enumerate(nodes) if node.expandable), key=ids.__getitem__),
-        dtype=np.int64,
-    )
-    fast = expandable[_admitted(nodes, expandable, band)] if band is not None else expandable
+    arrays = lineage_arrays(nodes)
+    successes, failures = arrays.successes, arrays.failures
+    # In node_id order, so the draws do not depend on the order the caller listed the nodes
+    # in (e.g. database row order): the same generator state always gives the same parent.
+    expandable = arrays.by_id[arrays.expandable[arrays.by_id]]
+    fast = expandable if band is None else expandable[_admitted(arrays.objective[expandable], band)]
     eligible = fast if fast.size else expandable
     if eligible.size == 0:
         raise ValueError(
@@ -77,13 +74,8 @@ def choose_parent(
     )
 
 
-def _admitted(nodes: Sequence[LineageNode], indices: np.ndarray, band: SpeedBand) -> np.ndarray:
-    """SpeedBand.admits over many nodes at once (unmeasured nodes are admitted)."""
-    objective = np.fromiter(
-        (np.nan if nodes[i].objective is None else nodes[i].objective for i in indices),
-        dtype=float,
-        count=indices.size,
-    )
+def _admitted(objective: np.ndarray, band: SpeedBand) -> np.ndarray:
+    """SpeedBand.admits over many nodes' objectives at once (NaN: unmeasured, admitted)."""
     with np.errstate(invalid="ignore"):
         fast = objective * (1 + band.noise_floor) >= band.frontier_objective
     return np.isnan(objective) | fast

@@ -21,7 +21,7 @@ ALLOWED = {
 }
 # search is pure: records in, decisions out; nothing that reads clocks, files or devices.
 SEARCH_MAY_IMPORT = {"__future__", "collections", "enum", "math", "numpy", "pydantic", "typing"}
-SEARCH_MAY_IMPORT |= {"dataclasses", "functools", "itertools", "statistics"}
+SEARCH_MAY_IMPORT |= {"dataclasses", "functools", "itertools", "operator", "statistics"}
 # alembic: the ledger's schema migrations (ledger/migrations), run by the ledger itself;
 # psycopg: its PostgreSQL driver, whose pipeline mode makes an append two round trips.
 THIRD_PARTY_BY_PACKAGE = {
