@@ -140,9 +140,10 @@ def _gpu_state(
 class GpuReading:
     """nvidia-smi's two queries of the GPU, started together now and collected later.
 
-    Each is a process start (about 0.2 s on the H200, four a timed config): run 10 spent
-    ~3.5 s of a 7.8 s screen waiting for them. Started before untimed work (building,
-    warm-up, the re-check), they run while it does, never while arms are timed."""
+    Each is a process start, four a timed config, and the judge used to wait them out while
+    nothing else ran (run 10's screens spent 64.1 of 229.8 s outside every judge phase; the
+    readings' share of it was not recorded). Started before untimed work (building, warm-up,
+    the re-check), they run while it does, never while arms are timed."""
 
     def __init__(self, device: str, gpu_uuid: str | None) -> None:
         self._gpu_uuid = gpu_uuid

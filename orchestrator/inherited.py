@@ -41,17 +41,18 @@ def _failed_evaluation(step: StepView) -> EvaluationSummary | None:
     return None
 
 
-def _same_code(ctx: LoopContext, parent: str, child: str) -> bool:
-    """The two commits differ at most in the entry module's TUNABLES and dispatch blocks."""
+def _same_code_sources(ctx: LoopContext, parent: str, child: str) -> tuple[str, str] | None:
+    """The two entry modules, when the commits differ at most in its TUNABLES and dispatch
+    blocks (None otherwise: an edit of the code, or a commit that cannot be read)."""
     entry = ctx.workload.candidate_file
     try:
         paths = ctx.repo.git.diff("--name-only", parent, child).split()
         if any(path != entry for path in paths):
-            return False
+            return None
         before, after = (read_file(ctx.repo, sha, entry) for sha in (parent, child))
     except git.GitCommandError:
-        return False
-    return code_outside_blocks(before) == code_outside_blocks(after)
+        return None
+    return (before, after) if code_outside_blocks(before) == code_outside_blocks(after) else None
 
 
 def inherited_configs(ctx: LoopContext, state: SearchState, step: StepView) -> dict[str, TrialSpec]:
@@ -59,14 +60,12 @@ def inherited_configs(ctx: LoopContext, state: SearchState, step: StepView) -> d
     the inputs of its first failing trial ({} when there are none, or it cannot be told)."""
     summary, child = _failed_evaluation(step), step.sha
     parent = step.started.parent_sha
-    if summary is None or child is None or not _same_code(ctx, parent, child):
+    sources = None if summary is None or child is None else _same_code_sources(ctx, parent, child)
+    if summary is None or sources is None:
         return {}
     try:
-        before, after = (
-            read_file(ctx.repo, sha, ctx.workload.candidate_file) for sha in (parent, child)
-        )
-        changed = changed_settings(before, after, timed_sizes(ctx))
-    except (git.GitCommandError, TunablesError, SyntaxError):
+        changed = changed_settings(*sources, timed_sizes(ctx))
+    except (TunablesError, SyntaxError):
         return {}
     if changed is None:
         return {}

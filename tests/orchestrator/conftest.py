@@ -1,4 +1,4 @@
-"""Fixtures for orchestrator tests: fast settings, a quiet reporter, one shared softmax run."""
+"""Fixtures for orchestrator tests: fast settings, a quiet reporter, ledger payload builders."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ from typing import Any
 import pytest
 
 from harness.models import TimingPlan
+from kernels.workload import TrialSpec
+from orchestrator.events import ConfigSummary, EvaluationSummary, Stage
 from orchestrator.settings import Settings
 
 FAST_SCREEN = TimingPlan(min_rounds=4, max_rounds=8, budget_s=0.3, target_half_width=0.05)
@@ -38,6 +40,50 @@ def fast_settings(run_dir: Path, **overrides: Any) -> Settings:
     }
     values.update(overrides)
     return Settings.model_validate(values)
+
+
+def config_digest(
+    config_id: str,
+    correct: bool = True,
+    settings_read: list[str] | None = None,
+    failed_trial: TrialSpec | None = None,
+) -> ConfigSummary:
+    """One config of an evaluation summary, as the ledger keeps it (no ratios)."""
+    return ConfigSummary(
+        config_id=config_id,
+        correct=correct,
+        trials=1,
+        failed_elements=0 if correct else 8,
+        total_elements=8192,
+        max_abs_error=0.0 if correct else 1.0,
+        problem=None,
+        ratios=[],
+        settings_read=settings_read,
+        failed_trial=failed_trial,
+    )
+
+
+def evaluation_summary(
+    step: int, sha: str, stage: Stage, configs: list[ConfigSummary]
+) -> EvaluationSummary:
+    """An evaluation event's payload: passed when every config is correct, else incorrect."""
+    correct = all(c.correct for c in configs)
+    return EvaluationSummary(
+        step=step,
+        sha=sha,
+        evaluation_id=f"{sha}:{stage.value}",
+        stage=stage,
+        outcome="passed" if correct else "incorrect",
+        message="" if correct else "failed correctness",
+        wall_s=1.0,
+        protocol="p",
+        fingerprint_id=None,
+        timer_resolution_ns=None,
+        arms={},
+        configs=configs,
+        aggregates=[],
+        trial_seeds=[],
+    )
 
 
 @pytest.fixture

@@ -15,17 +15,15 @@ from agents.tunables import read_tunables
 from kernels.workload import TrialSpec
 from ledger import CandidateRecord, Ledger, Record, VerdictRecord
 from orchestrator import service
-from orchestrator.events import (
-    ConfigSummary,
-    EvaluationSummary,
-    EventKind,
-    InheritedCheck,
-    Stage,
-    StepStarted,
-)
+from orchestrator.events import EventKind, InheritedCheck, Stage, StepStarted
 from orchestrator.regime_scores import inherited_failures
 from orchestrator.state import derive_state
-from tests.orchestrator.conftest import ListReporter, fast_settings
+from tests.orchestrator.conftest import (
+    ListReporter,
+    config_digest,
+    evaluation_summary,
+    fast_settings,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -134,7 +132,12 @@ def _plant(run: Path, parent_wrong: bool, child_regime: str) -> tuple[str, str, 
                 prompt_hash=None,
                 cost={},
             ),
-            _failed_screen(step + 1, child).to_event(EventKind.EVALUATION),
+            evaluation_summary(
+                step + 1,
+                child,
+                Stage.SCREEN,
+                [config_digest("tall", False, failed_trial=FAILED_INPUTS), config_digest("short")],
+            ).to_event(EventKind.EVALUATION),
             VerdictRecord(
                 candidate_sha=child,
                 verdict="failed_correctness",
@@ -147,38 +150,6 @@ def _plant(run: Path, parent_wrong: bool, child_regime: str) -> tuple[str, str, 
         for record in records:
             ledger.append(record)
     return before, parent, child
-
-
-def _failed_screen(step: int, sha: str) -> EvaluationSummary:
-    def digest(config_id: str, correct: bool) -> ConfigSummary:
-        return ConfigSummary(
-            config_id=config_id,
-            correct=correct,
-            trials=1,
-            failed_elements=0 if correct else 8,
-            total_elements=8192,
-            max_abs_error=1.0 if not correct else 0.0,
-            problem=None,
-            ratios=[],
-            failed_trial=None if correct else FAILED_INPUTS,
-        )
-
-    return EvaluationSummary(
-        step=step,
-        sha=sha,
-        evaluation_id=f"{sha}:screen",
-        stage=Stage.SCREEN,
-        outcome="incorrect",
-        message="failed correctness on configs ['tall']",
-        wall_s=1.0,
-        protocol="p",
-        fingerprint_id=None,
-        timer_resolution_ns=None,
-        arms={},
-        configs=[digest("tall", False), digest("short", True)],
-        aggregates=[],
-        trial_seeds=[FAILED_INPUTS.seed],
-    )
 
 
 def _go_on(run: Path) -> tuple[ListReporter, list[InheritedCheck]]:
