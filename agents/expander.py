@@ -85,6 +85,12 @@ class ExpansionRequest(BaseModel):
         description="The sizes (what a dispatch predicate reads) of each timed configuration: "
         "the offline operator changes only regimes of a dispatching parent that serve one.",
     )
+    settings_read: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="Per timed configuration, the tunables the parent's code read there (its "
+        "sweep's report; a configuration left out was not reported): the offline operator "
+        "changes a regime only in tunables its configurations read.",
+    )
 
 
 class ExpansionOutcome(enum.StrEnum):

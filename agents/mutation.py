@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -62,6 +62,17 @@ class SearchSpace:
     def effective(self, tunables: Mapping[str, str]) -> dict[str, str]:
         """The settings that act: two variants equal here run the same code."""
         return {n: v for n, v in tunables.items() if self.acts(n, tunables)}
+
+    def with_requirements(self, names: Iterable[str]) -> set[str]:
+        """These tunables and every one they need to act, transitively (an idea about the
+        fused kernels' block size also switches the fused kernels on)."""
+        found, pending = set(names), list(names)
+        while pending:
+            for other in self.requires.get(pending.pop(), {}):
+                if other not in found:
+                    found.add(other)
+                    pending.append(other)
+        return found
 
 
 def as_space(space: Mapping[str, Sequence[str]] | SearchSpace) -> SearchSpace:

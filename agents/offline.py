@@ -21,7 +21,14 @@ from agents.mutation import (
     enforce_forbidden,
     propose_variant,
 )
-from agents.regimes import DEFAULT_REGIME, serving_regimes, write_regime
+from agents.regimes import (
+    DEFAULT_REGIME,
+    acts_in,
+    regime_reads,
+    served_configs,
+    serving_regimes,
+    write_regime,
+)
 from agents.tunables import (
     TunablesError,
     idea_applied,
@@ -124,6 +131,10 @@ class _Plan:
     # The parent's regimes that serve a configuration (DEFAULT_REGIME: its TUNABLES): a
     # dispatching parent is changed one regime at a time, as a plain one is as a whole.
     regimes: dict[str, dict[str, str]]
+    # Per regime, the tunables the parent's code read where it serves (None: not reported),
+    # and how many timed configurations it serves (what a change there can reach).
+    reads: dict[str, set[str] | None]
+    weights: dict[str, int]
 
 
 def _message_variables(plan: _Plan, changes: list[TunableChange], regime: str) -> dict[str, str]:
@@ -148,17 +159,34 @@ def _message_variables(plan: _Plan, changes: list[TunableChange], regime: str) -
 
 
 def open_regimes(
-    regimes: Mapping[str, Mapping[str, str]], targets: Mapping[str, str | None]
+    regimes: Mapping[str, Mapping[str, str]],
+    targets: Mapping[str, str | None],
+    reads: Mapping[str, set[str] | None] | None = None,
+    space: SearchSpace | None = None,
 ) -> list[str]:
     """The regimes an idea still has something to change in, by name. An idea whose concrete
     settings a regime already holds would only make a random move there in its name (run 10:
     cuda-graph, drawn twice for a regime that already captured graphs, moved fused_stages and
-    was booked with both slower results). Ideas without concrete targets stay open everywhere."""
+    was booked with both slower results). Nor is it applied where the parent's code read none
+    of its tunables (reads, per regime): run 11 put fp16 islands and the mask mode into the
+    fused kernels' regime, which reads neither, and charged both ideas with the parent's own
+    timing. What a target needs to act counts as the idea's (space: the fused kernels' block
+    sizes switch the fused kernels on, which the torch path reads). Ideas without concrete
+    targets stay open everywhere."""
+    touched = (space or SearchSpace(values={})).with_requirements(targets)
     return sorted(
         name
         for name, tunables in regimes.items()
         if not idea_applied(dict(targets), dict(tunables))
+        and acts_in(touched, (reads or {}).get(name))
     )
+
+
+def _served_counts(source: str, sizes: Mapping[str, Mapping[str, float]]) -> dict[str, int]:
+    """How many timed configurations each regime serves (an unreadable dispatch: none known,
+    and every regime is drawn alike)."""
+    served = served_configs(source, sizes) or {}
+    return {name: len(configs) for name, configs in served.items()}
 
 
 class OfflineExpander:
@@ -179,6 +207,7 @@ class OfflineExpander:
             space, docs = read_space(source), read_docs(source)
             search_space = SearchSpace(values=space, requires=read_requirements(source))
             regimes = serving_regimes(source, request.config_sizes)
+            reads = regime_reads(source, request.config_sizes, request.settings_read)
         except git.GitCommandError as exc:
             reason = f"cannot read the parent: {exc}"
             return self._result(ExpansionOutcome.INFRASTRUCTURE_ERROR, reason, started)
@@ -195,6 +224,8 @@ class OfflineExpander:
             targets=dict(request.idea.targets) or interpret_idea(request.idea.text, space),
             donors=self._donors(repo, request),
             regimes=regimes,
+            reads=reads,
+            weights=_served_counts(source, request.config_sizes),
         )
         worktree = add_worktree(repo, request.worktree_root, request.branch, request.parent_sha)
         try:
@@ -219,17 +250,21 @@ class OfflineExpander:
         forbidden = forbidden_settings(request.constraints)
         known = set(request.known_trees)
         tree_repo = git.Repo(worktree)
-        names = open_regimes(plan.regimes, plan.targets)
+        names = open_regimes(plan.regimes, plan.targets, plan.reads, plan.search_space)
         if not names:
             return self._result(
                 ExpansionOutcome.NO_CHANGE,
-                f"idea {request.idea.idea_id!r} is already applied in every regime of "
-                f"{request.parent_sha[:10]} that serves a configuration "
-                f"({', '.join(sorted(plan.regimes))}): nothing of its own to change",
+                f"idea {request.idea.idea_id!r} is already applied, or changes nothing the "
+                f"code reads, in every regime of {request.parent_sha[:10]} that serves a "
+                f"configuration ({', '.join(sorted(plan.regimes))}): nothing of its own to change",
                 started,
             )
+        # A regime is drawn by the configurations it serves: an idea tried where it reaches
+        # one size of thirteen says little about it (run 11's fused kernels went to a regime
+        # of 3 configurations while 10 ran the torch path).
+        weights = np.array([max(1, plan.weights.get(n, 1)) for n in names], dtype=float)
         for _ in range(self.max_attempts):
-            regime = names[int(rng.integers(len(names)))]
+            regime = names[int(rng.choice(len(names), p=weights / weights.sum()))]
             parent = plan.regimes[regime]
             variant = propose_variant(
                 parent, plan.search_space, plan.targets, plan.donors, rng, self.settings
@@ -238,6 +273,9 @@ class OfflineExpander:
             effective = plan.search_space.effective
             if effective(child) == effective(parent):
                 continue  # nothing that acts moved: the judge would time the parent again
+            moved = {k for k, v in effective(child).items() if effective(parent).get(k) != v}
+            if not acts_in(moved, plan.reads.get(regime)):
+                continue  # the parent's code there reads none of it: the same run again
             text = (
                 write_tunables(plan.source, child)
                 if regime == DEFAULT_REGIME

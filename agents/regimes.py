@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ast
 import json
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 from agents.dispatch import SIZES_ARG, RegimeBranch, read_regimes
 from agents.mutation import SearchSpace
@@ -108,6 +108,50 @@ def serving_regimes(
         return regimes
     served = {regime_for(tree, point) or DEFAULT_REGIME for point in sizes.values()}
     return {name: settings for name, settings in regimes.items() if name in served} or regimes
+
+
+def served_configs(
+    source: str, sizes: Mapping[str, Mapping[str, float]]
+) -> dict[str, list[str]] | None:
+    """Each regime's configurations among these (DEFAULT_REGIME's too), or None when the
+    dispatch cannot be read in the composition step's form."""
+    regimes = regime_settings(source)
+    try:
+        tree = read_dispatch_tree(source) if len(regimes) > 1 else DEFAULT_REGIME
+    except (TunablesError, SyntaxError):
+        return None
+    served: dict[str, list[str]] = {name: [] for name in regimes}
+    for config, point in sizes.items():
+        served.setdefault(regime_for(tree, point) or DEFAULT_REGIME, []).append(config)
+    return served
+
+
+def regime_reads(
+    source: str,
+    sizes: Mapping[str, Mapping[str, float]],
+    parent_read: Mapping[str, Collection[str]],
+) -> dict[str, set[str] | None]:
+    """Per regime, the tunables the parent's code read on the configurations it serves (its
+    recorder's report from the parent's sweep), or None where one of them was not reported
+    (anything may act there). A tunable no served configuration read cannot change what
+    runs in that regime: the torch path's precision where the fused kernels serve."""
+    served = served_configs(source, sizes)
+    if served is None:
+        return {name: None for name in regime_settings(source)}
+    reads: dict[str, set[str] | None] = {}
+    for name, configs in served.items():
+        known = [parent_read.get(c) for c in configs]
+        if not configs or any(r is None for r in known):
+            reads[name] = None
+        else:
+            reads[name] = set().union(*(set(r) for r in known if r is not None))
+    return reads
+
+
+def acts_in(names: Collection[str], reads: set[str] | None) -> bool:
+    """A change of these tunables can alter what runs where these reads were made (unknown
+    reads, or no names to judge by: it may)."""
+    return reads is None or not names or bool(set(names) & reads)
 
 
 def settings_by_config(

@@ -15,18 +15,15 @@ from __future__ import annotations
 
 import secrets
 
-import git
-
-from agents.dispatch import code_outside_blocks
 from agents.regimes import changed_settings
 from agents.tunables import TunablesError
 from harness.models import EvaluationRequest, Outcome
 from kernels.workload import TrialSpec
 from orchestrator.evaluation import commit_arm, judge
 from orchestrator.events import EvaluationSummary, EventKind, FrontierDemoted, InheritedCheck
+from orchestrator.screen_scope import same_code_sources
 from orchestrator.stages import LoopContext, timed_sizes
 from orchestrator.state import SearchState, StepView
-from orchestrator.workspace import read_file
 from search import Verdict
 
 # Only the newest closed steps are looked at: a step is checked right after it closes, and
@@ -41,26 +38,12 @@ def _failed_evaluation(step: StepView) -> EvaluationSummary | None:
     return None
 
 
-def _same_code_sources(ctx: LoopContext, parent: str, child: str) -> tuple[str, str] | None:
-    """The two entry modules, when the commits differ at most in its TUNABLES and dispatch
-    blocks (None otherwise: an edit of the code, or a commit that cannot be read)."""
-    entry = ctx.workload.candidate_file
-    try:
-        paths = ctx.repo.git.diff("--name-only", parent, child).split()
-        if any(path != entry for path in paths):
-            return None
-        before, after = (read_file(ctx.repo, sha, entry) for sha in (parent, child))
-    except git.GitCommandError:
-        return None
-    return (before, after) if code_outside_blocks(before) == code_outside_blocks(after) else None
-
-
 def inherited_configs(ctx: LoopContext, state: SearchState, step: StepView) -> dict[str, TrialSpec]:
     """The configs the step's child failed while running its parent's code there, each with
     the inputs of its first failing trial ({} when there are none, or it cannot be told)."""
     summary, child = _failed_evaluation(step), step.sha
     parent = step.started.parent_sha
-    sources = None if summary is None or child is None else _same_code_sources(ctx, parent, child)
+    sources = None if summary is None or child is None else same_code_sources(ctx, parent, child)
     if summary is None or sources is None:
         return {}
     try:

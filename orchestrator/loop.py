@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import git
@@ -10,9 +10,10 @@ import numpy as np
 
 from agents.expander import ExpansionOutcome
 from agents.llm.session import BudgetExhaustedError
-from agents.offline import interpret_idea
-from agents.regimes import serving_regimes
-from agents.tunables import TunablesError, idea_applied, read_space
+from agents.mutation import SearchSpace
+from agents.offline import interpret_idea, open_regimes
+from agents.regimes import regime_reads, serving_regimes
+from agents.tunables import TunablesError, read_requirements, read_space
 from orchestrator.agent_runs import drain_llm_calls, research_due, run_inspector, run_researcher
 from orchestrator.budget import Invocation, begin_invocation, budget_stop
 from orchestrator.composition import composition_plan, composition_step
@@ -96,7 +97,10 @@ def ideas_for_parent(ctx: LoopContext, state: SearchState, parent_sha: str) -> l
     )
     try:
         source = read_file(ctx.repo, parent_sha, ctx.workload.candidate_file)
-        regimes, space = serving_regimes(source, timed_sizes(ctx)), read_space(source)
+        sizes = timed_sizes(ctx)
+        regimes, space = serving_regimes(source, sizes), read_space(source)
+        reads = regime_reads(source, sizes, state.settings_read.get(parent_sha, {}))
+        search_space = SearchSpace(values=space, requires=read_requirements(source))
     except (TunablesError, SyntaxError, git.GitCommandError):
         return arms  # code without declared tunables: every idea is still open
     # Free-text ideas are read the way the offline expander will read them.
@@ -104,21 +108,21 @@ def ideas_for_parent(ctx: LoopContext, state: SearchState, parent_sha: str) -> l
         idea_id: idea.targets or interpret_idea(idea.text, space)
         for idea_id, idea in state.ideas.items()
     }
-    return open_ideas(arms, targets, list(regimes.values()))
+    return open_ideas(arms, targets, regimes, (reads, search_space))
 
 
 def open_ideas(
     arms: list[IdeaArm],
     targets: dict[str, dict[str, str | None]],
-    regimes: Sequence[Mapping[str, str]],
+    regimes: Mapping[str, Mapping[str, str]],
+    read: tuple[Mapping[str, set[str] | None], SearchSpace] | None = None,
 ) -> list[IdeaArm]:
-    """The arms whose settings some regime of the parent does not already have (a plain
-    parent has one regime, its TUNABLES; all arms if none is left)."""
-    remaining = [
-        a
-        for a in arms
-        if not all(idea_applied(targets.get(a.idea_id, {}), dict(t)) for t in regimes)
-    ]
+    """The arms that still have something to change in some regime of the parent: settings
+    it does not already have, in tunables its code there read (read: per regime, and the
+    space whose requirements count as an idea's; a plain parent has one regime, its
+    TUNABLES; all arms if none is left)."""
+    reads, space = read if read is not None else (None, None)
+    remaining = [a for a in arms if open_regimes(regimes, targets.get(a.idea_id, {}), reads, space)]
     return remaining or arms
 
 

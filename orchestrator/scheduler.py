@@ -22,6 +22,7 @@ from orchestrator.measured import (
     record_sweep,
     run_plan,
 )
+from orchestrator.screen_scope import unreached_result
 from orchestrator.stages import (
     DeviceWorker,
     LoopContext,
@@ -211,8 +212,9 @@ class Dispatcher:
         if done.error is not None:
             raise done.error
         if task.kind is TaskKind.EXPAND:
-            result = unique_result(state, done.value)
-            record_expansion(self.ctx, state.steps[task.step], result)
+            step = state.steps[task.step]
+            result = unreached_result(self.ctx, state, step, unique_result(state, done.value))
+            record_expansion(self.ctx, step, result)
             drain_llm_calls(self.ctx, task.step)
             return
         assert task.worker is not None and task.plan is not None

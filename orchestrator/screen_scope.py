@@ -15,7 +15,10 @@ from collections.abc import Callable
 
 import git
 
+from agents.dispatch import code_outside_blocks
+from agents.expander import ExpansionOutcome, ExpansionResult
 from agents.regimes import changed_settings
+from agents.tunables import TunablesError
 from orchestrator.stages import LoopContext, timed_sizes
 from orchestrator.state import SearchState, StepView
 from orchestrator.workspace import read_file
@@ -52,17 +55,55 @@ def pick_screen(
     return sorted(changed, key=lambda c: (cost(c), c))[:REGIME_SCREEN_CONFIGS]
 
 
-def _changed(ctx: LoopContext, state: SearchState, step: StepView) -> set[str] | None:
-    assert step.sha is not None
+def same_code_sources(ctx: LoopContext, parent: str, child: str) -> tuple[str, str] | None:
+    """The two entry modules, when the commits differ at most in its TUNABLES and dispatch
+    blocks (None otherwise: an edit of the code, or a commit that cannot be read)."""
+    entry = ctx.workload.candidate_file
     try:
-        parent = read_file(ctx.repo, step.started.parent_sha, ctx.workload.candidate_file)
-        child = read_file(ctx.repo, step.sha, ctx.workload.candidate_file)
+        paths = ctx.repo.git.diff("--name-only", parent, child).split()
+        if any(path != entry for path in paths):
+            return None
+        before, after = (read_file(ctx.repo, sha, entry) for sha in (parent, child))
     except git.GitCommandError:
         return None
-    changed = changed_settings(parent, child, timed_sizes(ctx))
-    if changed is None:
+    return (before, after) if code_outside_blocks(before) == code_outside_blocks(after) else None
+
+
+def _changed(ctx: LoopContext, state: SearchState, step: StepView) -> set[str] | None:
+    assert step.sha is not None
+    return _reached(ctx, state, step.started.parent_sha, step.sha)
+
+
+def _reached(ctx: LoopContext, state: SearchState, parent: str, child: str) -> set[str] | None:
+    """The configurations a settings-only change reaches (None: a code edit, or unknown)."""
+    sources = same_code_sources(ctx, parent, child)
+    if sources is None:
         return None
-    return reached_configs(changed, state.settings_read.get(step.started.parent_sha, {}))
+    try:
+        changed = changed_settings(*sources, timed_sizes(ctx))
+    except (TunablesError, SyntaxError):
+        return None
+    if changed is None or not any(changed.values()):
+        return None  # no setting moved (the judge decides what else did)
+    return reached_configs(changed, state.settings_read.get(parent, {}))
+
+
+def unreached_result(
+    ctx: LoopContext, state: SearchState, step: StepView, result: ExpansionResult
+) -> ExpansionResult:
+    """A commit that changes only settings the parent's code never read where they act runs
+    the parent's code on every configuration: nothing new to judge, and nothing learnt about
+    the idea (run 11 screened two such children as their parent and charged their ideas)."""
+    if result.sha is None or _reached(ctx, state, step.started.parent_sha, result.sha) != set():
+        return result
+    message = (
+        f"commit {result.sha[:10]} changes only tunables that {step.started.parent_sha[:10]}'s "
+        "code never read on the configurations they act on (its sweep's settings_read): it "
+        "would run the parent's code everywhere"
+    )
+    return result.model_copy(
+        update={"outcome": ExpansionOutcome.NO_CHANGE, "sha": None, "message": message}
+    )
 
 
 def reached_configs(changed: dict[str, set[str]], parent_read: dict[str, set[str]]) -> set[str]:

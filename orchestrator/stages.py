@@ -170,6 +170,10 @@ def expansion_request(ctx: LoopContext, state: SearchState, step: StepView) -> E
         known_trees=[c.tree_sha for c in state.candidates.values()],
         seed=ctx.settings.seed * 1_000_003 + number,
         config_sizes=timed_sizes(ctx),
+        settings_read={
+            config: sorted(names)
+            for config, names in state.settings_read.get(started.parent_sha, {}).items()
+        },
     )
 
 

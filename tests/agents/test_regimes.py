@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,10 @@ from agents.offline import OfflineExpander
 from agents.regimes import (
     DEFAULT_REGIME,
     changed_configs,
+    changed_settings,
     read_dispatch_tree,
+    regime_reads,
+    served_configs,
     serving_regimes,
     settings_by_config,
     write_regime,
@@ -97,7 +101,7 @@ def test_the_operator_changes_one_serving_regime_of_a_dispatching_parent(
     repo, sha = make_repo(tmp_path / "repo", dispatching(track3_source))
     parent = repo.git.show(f"{sha}:candidate.py")
     reached: set[str] = set()
-    for seed in range(12):
+    for seed in range(30):
         req = request(repo, sha, f"cand/{seed}", "retune", {"fused_keys": None}, seed=seed)
         req = req.model_copy(update={"config_sizes": SIZES})
         result = OfflineExpander().expand(req)
@@ -140,5 +144,102 @@ def test_an_idea_every_serving_regime_holds_makes_no_change(
     req = request(repo, sha, "cand/x", "capture graphs", {"graph_capture": "cuda_graph"})
     result = OfflineExpander().expand(req.model_copy(update={"config_sizes": SIZES}))
     assert result.outcome is ExpansionOutcome.NO_CHANGE
-    assert "already applied in every regime" in result.message
+    assert "already applied, or changes nothing the code reads, in every regime" in result.message
     assert result.sha is None
+
+
+# What the parent's recorder reported: the fused kernels (r1's narrow sizes) never read the
+# torch path's precision or mask mode; the torch path (config 8, TUNABLES) reads them.
+FUSED_READ = ["attention", "fused_kernel", "fused_keys", "fused_rows", "graph_capture"]
+TORCH_READ = ["attention", "fused_kernel", "graph_capture", "matmul_precision", "padding_mask"]
+READ = {c: FUSED_READ for c in ("1", "2", "6", "7", "13")} | {"8": TORCH_READ}
+
+
+def test_a_regime_reads_what_its_configs_read(track3_source: str) -> None:
+    source = dispatching(track3_source)
+    assert served_configs(source, SIZES) == {
+        DEFAULT_REGIME: ["8"],
+        "r1": ["1", "2", "6", "7", "13"],
+        "r2": [],
+    }
+    reads = regime_reads(source, SIZES, {c: set(r) for c, r in READ.items()})
+    assert reads == {DEFAULT_REGIME: set(TORCH_READ), "r1": set(FUSED_READ), "r2": None}
+    # One served config unreported: anything may act in that regime.
+    partial = {c: set(r) for c, r in READ.items() if c != "7"}
+    assert regime_reads(source, SIZES, partial)["r1"] is None
+    assert regime_reads(source, SIZES, partial)[DEFAULT_REGIME] == set(TORCH_READ)
+
+
+def expand_many(
+    tmp_path: Path, source: str, idea: Mapping[str, str | None], read: dict[str, list[str]]
+) -> list[tuple[str, dict[str, set[str]]]]:
+    """The regime each of 20 seeded expansions changed, and what it changed per config."""
+    repo, sha = make_repo(tmp_path / "repo", source)
+    parent = repo.git.show(f"{sha}:candidate.py")
+    out = []
+    for seed in range(20):
+        req = request(repo, sha, f"cand/{seed}", "an idea", idea, seed=seed)
+        req = req.model_copy(update={"config_sizes": SIZES, "settings_read": read})
+        result = OfflineExpander().expand(req)
+        assert result.outcome is ExpansionOutcome.COMMITTED, result.message
+        assert result.sha is not None
+        changed = changed_settings(parent, repo.git.show(f"{result.sha}:candidate.py"), SIZES)
+        assert changed is not None
+        out.append(("r1" if "[r1]" in result.message else DEFAULT_REGIME, changed))
+    return out
+
+
+def test_an_idea_goes_only_where_the_parent_read_its_tunables(
+    tmp_path: Path, track3_source: str
+) -> None:
+    """fp16 islands act on the torch path only: never put into the fused regime, where run 11
+    screened them as the parent's own code and charged the idea."""
+    fp16 = {"matmul_precision": "fp16"}
+    source = dispatching(track3_source)
+    done = expand_many(tmp_path / "a", source, fp16, READ)
+    assert {regime for regime, _ in done} == {DEFAULT_REGIME}
+    # Without the reports the same seeds also change r1 (the check above can fail).
+    unreported = expand_many(tmp_path / "b", source, fp16, {})
+    assert "r1" in {regime for regime, _ in unreported}
+
+
+def test_random_moves_change_only_what_the_regime_read(tmp_path: Path, track3_source: str) -> None:
+    for regime, changed in expand_many(tmp_path, dispatching(track3_source), {}, READ):
+        reads = set(FUSED_READ if regime == "r1" else TORCH_READ)
+        moved = set().union(*changed.values())
+        assert moved & reads, (regime, moved)
+
+
+def test_an_idea_no_regime_reads_makes_no_change(tmp_path: Path, track3_source: str) -> None:
+    """Every serving regime fused (TUNABLES too): no configuration reads the precision."""
+    source = dispatching(track3_source)
+    source = write_tunables(source, {**read_tunables(source), "fused_kernel": "triton"})
+    repo, sha = make_repo(tmp_path / "repo", source)
+    req = request(repo, sha, "cand/x", "fp16 islands", {"matmul_precision": "fp16"})
+    fused = {c: FUSED_READ for c in SIZES}
+    result = OfflineExpander().expand(
+        req.model_copy(update={"config_sizes": SIZES, "settings_read": fused})
+    )
+    assert result.outcome is ExpansionOutcome.NO_CHANGE
+    assert "changes nothing the code reads" in result.message
+
+
+def test_regimes_are_drawn_by_the_configurations_they_serve(
+    tmp_path: Path, track3_source: str
+) -> None:
+    """r1 serves 5 of the 6 configs, TUNABLES 1: an idea open in both goes mostly to r1."""
+    done = expand_many(tmp_path, dispatching(track3_source), {"attention": "sdpa"}, {})
+    to_r1 = sum(regime == "r1" for regime, _ in done)
+    assert 12 <= to_r1 < 20, to_r1
+
+
+def test_an_idea_that_needs_the_fused_kernels_reaches_the_torch_path(
+    tmp_path: Path, track3_source: str
+) -> None:
+    """The torch path never reads the fused kernels' block sizes, but it reads the switch
+    they require: an idea about a block size may still switch them on there."""
+    done = expand_many(tmp_path, dispatching(track3_source), {"fused_keys": None}, READ)
+    assert DEFAULT_REGIME in {regime for regime, _ in done}
+    for regime, changed in done:
+        if regime == DEFAULT_REGIME:
+            assert changed["8"] >= {"fused_keys", "fused_kernel"}, changed

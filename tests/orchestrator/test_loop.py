@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from agents.mutation import SearchSpace
 from orchestrator.loop import open_ideas
 from search import IdeaArm
 
@@ -20,13 +21,16 @@ def test_applied_ideas_are_left_out_for_that_parent() -> None:
         "free-text": {},
     }
     parent = {"attention": "sdpa", "qkv": "separate"}
-    assert [a.idea_id for a in open_ideas(arms, targets, [parent])] == ["packed", "free-text"]
+    assert [a.idea_id for a in open_ideas(arms, targets, {"TUNABLES": parent})] == [
+        "packed",
+        "free-text",
+    ]
 
 
 def test_when_every_idea_is_applied_all_stay_open() -> None:
     arms = [arm("sdpa", 0)]
     targets: dict[str, dict[str, str | None]] = {"sdpa": {"attention": "sdpa"}}
-    assert open_ideas(arms, targets, [{"attention": "sdpa"}]) == arms
+    assert open_ideas(arms, targets, {"TUNABLES": {"attention": "sdpa"}}) == arms
 
 
 def test_an_idea_stays_open_while_one_regime_lacks_it() -> None:
@@ -37,8 +41,34 @@ def test_an_idea_stays_open_while_one_regime_lacks_it() -> None:
         "sdpa": {"attention": "sdpa"},
         "packed": {"qkv": "packed"},
     }
-    regimes = [
-        {"attention": "sdpa", "qkv": "packed"},
-        {"attention": "explicit", "qkv": "packed"},
-    ]
+    regimes = {
+        "TUNABLES": {"attention": "sdpa", "qkv": "packed"},
+        "r1": {"attention": "explicit", "qkv": "packed"},
+    }
     assert [a.idea_id for a in open_ideas(arms, targets, regimes)] == ["sdpa"]
+
+
+def test_an_idea_whose_tunables_no_regime_read_is_left_out() -> None:
+    """The parent's code read the attention mode but never the precision (the fused kernels):
+    fp16 islands have nothing to act on there; unknown reads leave every idea open."""
+    arms = [arm("sdpa", 0), arm("fp16", 1), arm("explore", 2)]
+    targets: dict[str, dict[str, str | None]] = {
+        "sdpa": {"attention": "sdpa"},
+        "fp16": {"precision": "fp16"},
+        "explore": {},
+    }
+    regimes = {"TUNABLES": {"attention": "explicit", "precision": "fp32", "fused": "off"}}
+    reads: dict[str, set[str] | None] = {"TUNABLES": {"attention", "fused"}}
+    space = SearchSpace(values={}, requires={"block": {"fused": "on"}})
+    read = (reads, space)
+    assert [a.idea_id for a in open_ideas(arms, targets, regimes, read)] == ["sdpa", "explore"]
+    assert open_ideas(arms, targets, regimes, ({"TUNABLES": None}, space)) == arms
+    # An idea about the fused kernels' block size switches them on, which this code reads.
+    block = [arm("block", 3)]
+    assert open_ideas(block, {"block": {"block": "32"}}, regimes, read) == block
+    assert open_ideas(
+        [*arms, *block],
+        {**targets, "block": {"block": "32"}},
+        regimes,
+        (reads, SearchSpace(values={})),
+    ) == [arms[0], arms[2]]

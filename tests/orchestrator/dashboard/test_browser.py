@@ -17,6 +17,7 @@ from playwright.sync_api import Browser, Page, expect, sync_playwright
 from ledger import Ledger
 from orchestrator import service
 from orchestrator.dashboard import DashboardSettings
+from orchestrator.state import derive_state
 from tests.orchestrator.dashboard.real_run import SCRIPT_IDEA, copy_run, pristine_run
 from tests.orchestrator.dashboard.serving import CHROMIUM, CHROMIUM_ARGS, served
 
@@ -203,12 +204,20 @@ def test_a_write_without_the_token_is_refused(run_dir: Path, page: Page) -> None
     assert _messages(run_dir)[-1] == "with the token"
 
 
+def _human_step(run_dir: Path) -> int:
+    """The step whose candidate implements the human idea (which step depends on how many
+    expansions before it made nothing new)."""
+    with Ledger.open_path(run_dir / "ledger.sqlite", create=False) as ledger:
+        state = derive_state(ledger)
+    return next(c.step for c in state.candidates.values() if (c.idea_id or "").startswith("human-"))
+
+
 def test_script_in_candidate_text_stays_text(run_dir: Path, page: Page) -> None:
     with served(DashboardSettings(run_dir=run_dir, poll_s=0.2)) as url:
         page.goto(url + "/ideas")
         expect(page.locator("td", has_text=SCRIPT_IDEA)).to_be_visible()
         page.goto(url + "/lineage")
-        page.click("svg.tree a.node:has-text('s3')")  # step 3: the human idea
+        page.click(f"svg.tree a.node:has-text('s{_human_step(run_dir)}')")
         expect(page.locator("#idea-text")).to_have_text(SCRIPT_IDEA)
         expect(page.locator("#commit-message")).to_contain_text(SCRIPT_IDEA)
         assert page.evaluate("window.pwned") is None
