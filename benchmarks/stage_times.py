@@ -25,7 +25,7 @@ from orchestrator.events import EvaluationSummary, EventKind, Stage  # noqa: E40
 from orchestrator.state import derive_state  # noqa: E402
 
 # The judge process's phases inside its wall time; the interpreter's start comes before it.
-INSIDE_WALL = (ProcessPhase.OPEN, ProcessPhase.LOAD)
+INSIDE_WALL = (ProcessPhase.IMPORT, ProcessPhase.OPEN, ProcessPhase.LOAD)
 
 
 def stage_row(run_dir: Path) -> str:

@@ -308,7 +308,8 @@ class Judge:
         except BaseException:
             before_gpu.discard()
             raise
-        before = before_gpu.complete()
+        with phase_clock(result.phase_s, JudgePhase.CONTENTION_WAIT):
+            before = before_gpu.complete()
         job = TimingJob(
             arms=plans,
             judged=req.judged_arm,
@@ -343,7 +344,8 @@ class Judge:
         except BaseException:
             after_gpu.discard()
             raise
-        after = after_gpu.complete(after_cpu)
+        with phase_clock(result.phase_s, JudgePhase.CONTENTION_WAIT):
+            after = after_gpu.complete(after_cpu)
         # The judge's own CUDA context is not contention (host pids: nvidia-smi reports those,
         # whether or not the judge runs in a PID namespace).
         ours = {host_pid(), host_parent_pid()}

@@ -20,6 +20,10 @@ class JudgePhase(StrEnum):
     TIMING_WARMUP = "timing_warmup"
     TIMING_ROUNDS = "timing_rounds"
     RECHECK = "recheck"
+    # Waiting for the GPU contention readings (nvidia-smi) to finish: they start before the
+    # untimed work around the timed rounds and are collected after it; what they take beyond
+    # that work is spent here (run 11: 81 of 220 s of its screens fell outside every phase).
+    CONTENTION_WAIT = "contention_wait"
 
 
 class ProcessPhase(StrEnum):
@@ -28,7 +32,10 @@ class ProcessPhase(StrEnum):
     # From process creation to the judge's first line: the interpreter and its first imports.
     # It comes before the judge's clock starts, so it is not part of the evaluation's wall_s.
     INTERPRETER = "interpreter"
-    OPEN = "open"  # torch, the device and its timers, the workload, the fingerprint
+    # The judge's own modules, torch with them: imported after the clock started (run 11 on
+    # the H200: 3.6-4.9 s of every evaluation's wall time fell outside every phase).
+    IMPORT = "import"
+    OPEN = "open"  # the device and its timers, the workload, the fingerprint
     LOAD = "load"  # importing the arms' modules
 
 

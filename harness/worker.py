@@ -92,8 +92,9 @@ def _result(
 
 def run_evaluate(request: EvaluationRequest, ctx: RunContext) -> EvaluationResult:
     """Gate, time and re-check the judged arm (the normal mode)."""
-    from harness.judge import EvaluationFailure
-    from harness.setup import open_judge
+    with phase_clock(ctx.phase_s, ProcessPhase.IMPORT):
+        from harness.judge import EvaluationFailure
+        from harness.setup import open_judge
 
     with phase_clock(ctx.phase_s, ProcessPhase.OPEN):
         judge = open_judge(request, ctx.clock)
