@@ -454,7 +454,10 @@ def main() -> None:
         rows.append(row)
         if args.json_out:  # what is measured survives a command cut off at its time limit
             partial = _report(args, qualification, rows, workload.baseline)
-            args.json_out.write_text(json.dumps(partial, indent=2, default=str))
+            # Whole or not at all: a kill mid-write must leave the last config's file.
+            torn = args.json_out.with_name(args.json_out.name + ".part")
+            torn.write_text(json.dumps(partial, indent=2, default=str))
+            os.replace(torn, args.json_out)
     report = _report(args, qualification, rows, workload.baseline)
     if args.json_out:
         args.json_out.write_text(json.dumps(report, indent=2, default=str))

@@ -10,10 +10,12 @@
 #     bash benchmarks/gpu/issue13_session.sh search MINUTES STOP_S KILL_S [resume]
 #         (STOP_S, KILL_S: seconds from this command's start; leave ~20 s under the call's
 #         limit for the export and the archive)
-#     bash benchmarks/gpu/issue13_session.sh bench FRONTIER_DIR [CONFIGS]   (the search's files,
-#         carried; CONFIGS e.g. 1,2,3,4,5,6,7 and then 8,9,10,11,12,13 in a second command when
-#         one command's 10 minutes cannot hold all 13: a frontier that compiles takes longer.
-#         Join the two bench.json here: python benchmarks/track3_h200.py --merge A B --out ...)
+#     bash benchmarks/gpu/issue13_session.sh bench FRONTIER_DIR [CONFIGS [SECONDS]]   (the
+#         search's files, carried; CONFIGS e.g. 1,2,3,4,5,6,7 and then 8,9,10,11,12,13 in a
+#         second command when one command's 10 minutes cannot hold all 13 (compile's first call
+#         alone took 29-52 s a config on 2026-12-03). SECONDS bounds the benchmark itself: the
+#         configs finished by then are kept in bench.json and rendered to bench.md. Join two
+#         commands' bench.json here: python benchmarks/track3_h200.py --merge A B --out ...)
 # `resume` goes on with /tmp/run (a warm machine) or with build/issue13/run.tgz (carried).
 # A run stopped by its MINUTES checks its frontier on config 14 before it exits; one stopped by
 # the STOP_S signal does not, and its export is then marked unchecked.
@@ -63,8 +65,11 @@ fi
 rm -rf issue13-in && cp -r "$frontier_in" issue13-in
 frontier=issue13-in/frontier/submission.py
 [ -f "$frontier" ] || frontier=issue13-in/frontier-unchecked/submission.py
-python3 benchmarks/track3_h200.py --frontier "$frontier" --compile-mode max-autotune \
-    --compile-threads 16 --rounds 10 --ledger-summary issue13-in/status.json \
-    --configs "${3:-1,2,3,4,5,6,7,8,9,10,11,12,13}" \
+timeout "${4:-3600}" python3 benchmarks/track3_h200.py --frontier "$frontier" \
+    --compile-mode max-autotune --compile-threads 16 --rounds 10 \
+    --ledger-summary issue13-in/status.json --configs "${3:-1,2,3,4,5,6,7,8,9,10,11,12,13}" \
     --out "$OUT/bench.md" --json-out "$OUT/bench.json" > "$OUT/bench.log" 2>&1
+# Cut by SECONDS: bench.json holds the configs it finished; render those.
+[ -f "$OUT/bench.md" ] || python3 benchmarks/track3_h200.py --merge "$OUT/bench.json" \
+    --out "$OUT/bench.md" >> "$OUT/bench.log" 2>&1
 tail -40 "$OUT/bench.md"

@@ -313,3 +313,14 @@ def test_exploration_never_moves_a_setting_the_parent_chose(
         if r is ChangeReason.EXPLORE
     }
     assert "graph_capture" in reached
+
+
+def test_an_ideas_tunables_include_what_they_need_to_act() -> None:
+    """Transitively: a block size needs the fused kernel, which needs graph capture here."""
+    space = SearchSpace(
+        values={"block": ["16", "32"], "fused": ["off", "on"], "graph": ["no", "yes"]},
+        requires={"block": {"fused": "on"}, "fused": {"graph": "yes"}},
+    )
+    assert space.with_requirements(["block"]) == {"block", "fused", "graph"}
+    assert space.with_requirements(["graph"]) == {"graph"}
+    assert space.with_requirements([]) == set()
