@@ -263,6 +263,12 @@ class OfflineExpander:
         # one size of thirteen says little about it (run 11's fused kernels went to a regime
         # of 3 configurations while 10 ran the torch path).
         weights = np.array([max(1, plan.weights.get(n, 1)) for n in names], dtype=float)
+        # Why each attempt made nothing new: the parent again, what it never reads, known.
+        missed = {
+            "were the parent": 0,
+            "moved only what its code there never read": 0,
+            "were known": 0,
+        }
         for _ in range(self.max_attempts):
             regime = names[int(rng.choice(len(names), p=weights / weights.sum()))]
             parent = plan.regimes[regime]
@@ -272,10 +278,12 @@ class OfflineExpander:
             child = enforce_forbidden(variant.tunables, parent, plan.space, forbidden)
             effective = plan.search_space.effective
             if effective(child) == effective(parent):
-                continue  # nothing that acts moved: the judge would time the parent again
+                missed["were the parent"] += 1  # nothing that acts moved: the parent's run again
+                continue
             moved = {k for k, v in effective(child).items() if effective(parent).get(k) != v}
             if not acts_in(moved, plan.reads.get(regime)):
-                continue  # the parent's code there reads none of it: the same run again
+                missed["moved only what its code there never read"] += 1  # the same run again
+                continue
             text = (
                 write_tunables(plan.source, child)
                 if regime == DEFAULT_REGIME
@@ -287,6 +295,7 @@ class OfflineExpander:
             tree_repo.git.add("--", request.candidate_file)
             tree_sha = tree_repo.git.write_tree()
             if tree_sha in known:
+                missed["were known"] += 1
                 continue
             changes = describe_changes(parent, child, variant.reasons)
             prompt = render_prompt("offline_commit", _message_variables(plan, changes, regime))
@@ -306,7 +315,9 @@ class OfflineExpander:
         return self._result(
             ExpansionOutcome.NO_CHANGE,
             f"no novel variant of {request.parent_sha[:10]} for idea {request.idea.idea_id!r} "
-            f"in {self.max_attempts} attempts (every proposal was the parent or already known)",
+            f"in {self.max_attempts} attempts ("
+            + ", ".join(f"{n} {why}" for why, n in missed.items() if n)
+            + ")",
             started,
         )
 

@@ -185,7 +185,7 @@ def test_known_tree_gives_no_change_instead_of_a_duplicate(
     result = expand(req, settings)
     assert result.outcome is ExpansionOutcome.NO_CHANGE
     assert result.sha is None and result.tree_sha is None
-    assert "no novel variant" in result.message
+    assert "no novel variant" in result.message and "were known" in result.message
     assert seed_sha[:10] in result.message and "idea-1" in result.message
     assert "cand/dup" not in [head.name for head in repo.heads]
     assert_clean(repo, req)
