@@ -182,11 +182,19 @@ def open_regimes(
     )
 
 
-def _served_counts(source: str, sizes: Mapping[str, Mapping[str, float]]) -> dict[str, int]:
+def served_counts(source: str, sizes: Mapping[str, Mapping[str, float]]) -> dict[str, int]:
     """How many timed configurations each regime serves (an unreadable dispatch: none known,
     and every regime is drawn alike)."""
     served = served_configs(source, sizes) or {}
     return {name: len(configs) for name, configs in served.items()}
+
+
+def draw_regime(names: Sequence[str], served: Mapping[str, int], rng: np.random.Generator) -> str:
+    """One of these regimes, drawn by the configurations each serves (at least 1 each): an
+    idea tried where it reaches one size of thirteen says little about it (run 11's fused
+    kernels went to a regime of 3 configurations while 10 ran the torch path)."""
+    weights = np.array([max(1, served.get(n, 1)) for n in names], dtype=float)
+    return names[int(rng.choice(len(names), p=weights / weights.sum()))]
 
 
 class OfflineExpander:
@@ -225,7 +233,7 @@ class OfflineExpander:
             donors=self._donors(repo, request),
             regimes=regimes,
             reads=reads,
-            weights=_served_counts(source, request.config_sizes),
+            weights=served_counts(source, request.config_sizes),
         )
         worktree = add_worktree(repo, request.worktree_root, request.branch, request.parent_sha)
         try:
@@ -259,10 +267,6 @@ class OfflineExpander:
                 f"configuration ({', '.join(sorted(plan.regimes))}): nothing of its own to change",
                 started,
             )
-        # A regime is drawn by the configurations it serves: an idea tried where it reaches
-        # one size of thirteen says little about it (run 11's fused kernels went to a regime
-        # of 3 configurations while 10 ran the torch path).
-        weights = np.array([max(1, plan.weights.get(n, 1)) for n in names], dtype=float)
         # Why each attempt made nothing new: the parent again, what it never reads, known.
         missed = {
             "were the parent": 0,
@@ -270,7 +274,7 @@ class OfflineExpander:
             "were known": 0,
         }
         for _ in range(self.max_attempts):
-            regime = names[int(rng.choice(len(names), p=weights / weights.sum()))]
+            regime = draw_regime(names, plan.weights, rng)
             parent = plan.regimes[regime]
             variant = propose_variant(
                 parent, plan.search_space, plan.targets, plan.donors, rng, self.settings

@@ -100,14 +100,10 @@ def serving_regimes(
     """The regimes (full settings by name) that serve at least one of these configurations;
     every regime when the sizes are not given or the dispatch cannot be read."""
     regimes = regime_settings(source)
-    if len(regimes) == 1 or not sizes:
+    served = served_configs(source, sizes) if sizes else None
+    if served is None:
         return regimes
-    try:
-        tree = read_dispatch_tree(source)
-    except (TunablesError, SyntaxError):
-        return regimes
-    served = {regime_for(tree, point) or DEFAULT_REGIME for point in sizes.values()}
-    return {name: settings for name, settings in regimes.items() if name in served} or regimes
+    return {name: settings for name, settings in regimes.items() if served.get(name)} or regimes
 
 
 def served_configs(

@@ -74,8 +74,11 @@ def phase_rows(run_dir: Path) -> list[str]:
         rest = row["wall"] - sum(phases)
         interpreter = row.get(ProcessPhase.INTERPRETER.value, 0.0)
         cells = [str(run_dir), stage, f"{row['evaluations']:.0f}", f"{row['wall']:.1f}"]
-        values = (*phases, rest, interpreter)
-        rows.append("| " + " | ".join(cells + [f"{v:.1f}" for v in values]) + " |")
+        # A phase no evaluation recorded (judged before it had a clock) is "-", not 0.0.
+        cells += [
+            f"{row[p.value]:.1f}" if p.value in row else "-" for p in (*JudgePhase, *INSIDE_WALL)
+        ]
+        rows.append("| " + " | ".join([*cells, f"{rest:.1f}", f"{interpreter:.1f}"]) + " |")
     return rows
 
 

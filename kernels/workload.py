@@ -178,7 +178,7 @@ def declared_reads(model: Any) -> list[str] | None:
     try:
         names_read = getattr(getattr(model, "tunables", None), "names_read", None)
         names = names_read() if callable(names_read) else None
-    except Exception:
+    except BaseException:  # candidate code: SystemExit too, and the report is only advisory
         return None
     if not isinstance(names, list) or len(names) > MAX_SETTINGS_READ:
         return None

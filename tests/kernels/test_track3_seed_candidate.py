@@ -274,7 +274,7 @@ def test_declared_reads_takes_only_a_well_formed_answer() -> None:
             self.answer = answer
 
         def names_read(self) -> object:
-            if isinstance(self.answer, Exception):
+            if isinstance(self.answer, BaseException):
                 raise self.answer
             return self.answer
 
@@ -289,4 +289,5 @@ def test_declared_reads_takes_only_a_well_formed_answer() -> None:
     assert declared_reads(Model(["x" * 101])) is None
     assert declared_reads(Model([str(i) for i in range(1001)])) is None
     assert declared_reads(Model(RuntimeError("no"))) is None
+    assert declared_reads(Model(SystemExit(0))) is None  # the judge goes on
     assert declared_reads(object()) is None  # no recorder at all
