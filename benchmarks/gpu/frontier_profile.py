@@ -6,7 +6,8 @@ torch.profiler the kernels of one call (count, summed duration, the widest ones)
 from the first kernel's start to the last one's end. Kernel sum ~ organizer median: the
 kernels are the cost; host ~ organizer median: the launches are; span well above the kernel
 sum: the gaps between kernels are. A diagnosis, not a result: nothing here feeds the search.
-Usage: python benchmarks/gpu/frontier_profile.py CANDIDATE.py OUT.md [CONFIGS]
+Usage: python benchmarks/gpu/frontier_profile.py CANDIDATE.py OUT.md [CONFIGS [NAME=VALUE,...]]
+(the last: tunables passed to the candidate's constructor, e.g. the seed's)
 """
 
 from __future__ import annotations
@@ -70,10 +71,10 @@ def kernel_profile(call: Any) -> tuple[int, float, float, list[tuple[str, float]
     )
 
 
-def profile_config(entry: type, config_id: str) -> list[str]:
+def profile_config(entry: type, config_id: str, tunables: dict[str, str]) -> list[str]:
     config = CONFIGS[config_id]
     reference = build_reference_model(config, device="cuda", seed=1234)
-    model = entry(config)
+    model = entry(config, tunables) if tunables else entry(config)
     model.load_state_dict(reference.state_dict(), strict=True)
     model = model.cuda().eval()
     x, mask = generate_inputs(config, 1234 + 100000, 0.0, 1.0, "cuda")
@@ -95,12 +96,14 @@ def profile_config(entry: type, config_id: str) -> list[str]:
 def main() -> None:
     candidate, out = Path(sys.argv[1]), Path(sys.argv[2])
     configs = sys.argv[3].split(",") if len(sys.argv) > 3 else ["2", "12", "1", "9", "5", "8"]
+    pairs = sys.argv[4].split(",") if len(sys.argv) > 4 else []
+    tunables = dict(pair.split("=", 1) for pair in pairs)
     prepare_process("cuda")
     module = load_candidate(candidate, "profiled")
     entry = module.UserOptimizedTransformer
     lines = [
         f"Candidate `{candidate}`; per call, microseconds. {CALLS} host-timed calls, "
-        f"{PROFILED} profiled.",
+        f"{PROFILED} profiled; tunables {tunables or 'as the candidate sets them'}.",
         "",
         "| config | organizer median | host per call | kernels | kernel sum | kernel span "
         "| widest kernels (us per call) |",
@@ -109,7 +112,7 @@ def main() -> None:
     for config_id in configs:
         started = time.perf_counter()
         try:
-            lines += profile_config(entry, config_id)
+            lines += profile_config(entry, config_id, tunables)
         except Exception as exc:  # a config that fails to run is a finding too
             lines.append(f"| {config_id} | error: {type(exc).__name__}: {str(exc)[:160]} |")
         print(lines[-1], f"({time.perf_counter() - started:.1f} s)", flush=True)
