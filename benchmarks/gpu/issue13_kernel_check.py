@@ -3,7 +3,8 @@
 Each variant of the seed (fused Triton layers + CUDA graph, then one schedule tunable changed)
 is checked on the official trials plus padded and rescaled ones, and timed under the organizer
 protocol beside the eager reference. A check of the kernels, not a search result: nothing here
-sets a prior or a default. Usage: python benchmarks/gpu/issue13_kernel_check.py OUT.md [CONFIGS]
+sets a prior or a default. Usage: python benchmarks/gpu/issue13_kernel_check.py OUT.md [CONFIGS
+[schedule|weight-loads]] (the variant set; schedule by default)
 """
 
 from __future__ import annotations
@@ -41,6 +42,14 @@ VARIANTS = {
     "ffn block 128, stages 3": {"fused_ffn_block": "128", "fused_stages": "3"},
     "min width 64": {"fused_min_width": "64"},
 }
+# The fused kernels' weight loads (fused_weight_loads), at the FFN block run 10's frontier chose
+# for its small batches (16) and at auto.
+WEIGHT_LOADS = {
+    f"{loads}, ffn block {block}": {"fused_weight_loads": loads, "fused_ffn_block": block}
+    for block in ("16", "auto")
+    for loads in ("in_order", "pipelined_2", "pipelined_3")
+}
+VARIANT_SETS = {"schedule": VARIANTS, "weight-loads": WEIGHT_LOADS}
 TRIALS = [TrialSpec(seed=s) for s in range(1234, 1239)] + [
     TrialSpec(seed=77, padding_ratio=0.25),
     TrialSpec(seed=78, padding_ratio=0.5),
@@ -75,6 +84,7 @@ def check(
 def main() -> None:
     out = Path(sys.argv[1])
     configs = sys.argv[2].split(",") if len(sys.argv) > 2 else ["2", "7", "1", "13", "6"]
+    variants = VARIANT_SETS[sys.argv[3] if len(sys.argv) > 3 else "schedule"]
     prepare_process("cuda")
     seed = load_candidate(track3_workload().seed_entry(), "seed13")
     lines = [
@@ -83,7 +93,7 @@ def main() -> None:
         "|---|---|---:|---:|---:|---:|---:|",
     ]
     for config_id in configs:
-        for name, tunables in VARIANTS.items():
+        for name, tunables in variants.items():
             started = time.perf_counter()
             try:
                 failed, worst, eager, ms = check(seed, config_id, tunables)

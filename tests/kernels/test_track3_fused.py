@@ -146,6 +146,66 @@ def test_schedule_tunables_and_ieee_operands_pass_the_gate() -> None:
         assert row["failed"] == 0, (case, row)
 
 
+PIPELINED_SCRIPT = SCRIPT.replace(
+    "    rows.append(row)",
+    """    if tunables.get("fused_weight_loads", "in_order") != "in_order":  # and loaded in order
+        model.tunables["fused_weight_loads"] = "in_order"
+        with torch.no_grad():
+            in_order = fused.fused_forward(model, model._packs(), x, mask)
+        row["max_abs_vs_in_order"] = float((got - in_order).abs().max())
+    rows.append(row)""",
+)
+
+
+def test_pipelined_weight_loads_compute_what_loads_in_order_compute() -> None:
+    # The loops over FFN blocks (several: FFN 80 in blocks of 16, a partial last one) and over
+    # K and V, pipelined, in one kernel per layer and split in two; in the interpreter the
+    # same operations run in the same order, so they agree to the bit.
+    odd = {"batch_size": 2, "seq_len": 40, "d_model": 96, "num_heads": 3, "ffn_dim": 80}
+    cases: list[Case] = [
+        (
+            "cpu-5",
+            "fp32",
+            0.5,
+            "auto",
+            {**odd, "num_layers": 2},
+            {"fused_weight_loads": "pipelined_2", "fused_ffn_block": "16"},
+        ),
+        ("cpu-3", "fp32", 0.0, "auto", {}, {"fused_weight_loads": "pipelined_3"}),
+        (
+            "cpu-2",
+            "fp32",
+            0.25,
+            "auto",
+            {},
+            {**SPLIT, "fused_weight_loads": "pipelined_2", "fused_ffn_block": "32"},
+        ),
+    ]
+    rows = run_interpreted(cases, PIPELINED_SCRIPT)
+    for case, row in zip(cases, rows, strict=True):
+        assert row["fits"], case
+        assert row["failed"] == 0, (case, row)
+        assert row["padded_rows_zero"] in (None, True), case
+        assert row["max_abs_vs_in_order"] == 0.0, (case, row)
+
+
+def test_a_broken_pipelined_loop_fails_the_gate(tmp_path: Path) -> None:
+    # Can the comparison fail? The pipelined K/V loop writing V over K must not pass.
+    sources = track3_workload().seed_sources()
+    kernels = sources["fused_kernels.py"]
+    sources["fused_kernels.py"] = kernels.replace("tl.store(at + j * S * DH_PAD", "tl.store(at")
+    assert sources["fused_kernels.py"] != kernels
+    write_tree(sources, tmp_path)
+    module = tmp_path / "candidate.py"
+    script = SCRIPT.replace("track3_workload().seed_entry()", f"Path({str(module)!r})", 1)
+    script = script.replace(
+        "import json, sys, torch", "import json, sys, torch\nfrom pathlib import Path"
+    )
+    case: Case = ("cpu-3", "fp32", 0.0, "auto", {}, {"fused_weight_loads": "pipelined_2"})
+    rows = run_interpreted([case], script)
+    assert rows[0]["fits"] and rows[0]["failed"] > 0  # type: ignore[operator]
+
+
 SPLIT_FP32 = {
     "fused_projection_operands": "tf32x3",
     "fused_attention_operands": "tf32x3",

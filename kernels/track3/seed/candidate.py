@@ -133,6 +133,13 @@ TUNABLE_SPACE = {
         "values": ["auto", "1", "2", "3", "4"],
         "doc": "software-pipelining stages of the fused kernels' loops (auto: Triton's default)",
     },
+    "fused_weight_loads": {
+        "requires": {"fused_kernel": "triton"},
+        "values": ["in_order", "pipelined_2", "pipelined_3"],
+        "doc": "how the fused kernels' FFN and K/V GEMMs get their weights: each block loaded "
+        "just before its GEMM (the FFN loop unrolled), or a loop software-pipelined 2 or 3 "
+        "stages deep that loads the next blocks' weights while this block's GEMMs run",
+    },
     "batch_chunk": {
         "values": ["none", "auto", "1"],
         "doc": "run the batch whole, or in groups of sequences whose activations fit half the "
@@ -171,6 +178,7 @@ TUNABLES = {
     "fused_projection_operands": "fp16",
     "fused_attention_operands": "fp16",
     "fused_ffn_operands": "fp16",
+    "fused_weight_loads": "in_order",
     "batch_chunk": "none",
     "whole_model_compile": "none",
     "graph_capture": "none",

@@ -38,6 +38,9 @@ OPERAND_TUNABLES = {
 }
 # A tunable's value -> the kernels' PREC code (fused_kernels._dot).
 OPERAND_MODES = {"fp16": 0, "fp32_ieee": 1, "tf32x3": 2}
+# fused_weight_loads -> the kernels' PIPE: 0 unrolled, else the software-pipelining depth of the
+# loops over the FFN blocks' and K/V's weights.
+WEIGHT_LOADS = {"in_order": 0, "pipelined_2": 2, "pipelined_3": 3}
 
 
 def operand_modes(tunables: SettingsRead | dict[str, str]) -> dict[str, int]:
@@ -145,6 +148,7 @@ def fused_meta(model: Any, x: torch.Tensor) -> dict[str, Any]:
         if tunables["fused_stages"] == "auto"
         else {"num_stages": int(tunables["fused_stages"])},
         "operands": operand_modes(tunables),
+        "pipe": WEIGHT_LOADS[tunables["fused_weight_loads"]],
         "scale": (width // heads) ** -0.5,
         "eps": first.norm1.eps,
     }
@@ -203,6 +207,7 @@ def fused_forward(
         meta["eps"],
         BM=blocks["BM"],
         PREC_QKV=operands["PREC_QKV"],
+        PIPE=meta["pipe"],
         **launch,
         **shape,
     )
@@ -217,6 +222,7 @@ def fused_forward(
             **args,
             scale=meta["scale"],
             eps=meta["eps"],
+            PIPE=meta["pipe"],
             **operands,
             **launch,
             **shape,

@@ -85,6 +85,7 @@ if HAVE_TRITON:
         LAST: tl.constexpr,
         PREC_QKV: tl.constexpr,
         PREC_FFN: tl.constexpr,
+        PIPE: tl.constexpr,
     ):
         """x + FFN(LN2(x)) for BM rows, padded rows zeroed, then (as layer_kernel) the next
         layer's K/V of these rows or, after the last layer, the final LayerNorm."""
@@ -97,7 +98,7 @@ if HAVE_TRITON:
         x = tl.load(src + at, mask=live, other=0.0)
         valid = tl.load(mask_ptr + seq * S + rows, mask=(rows < S) & HAS_MASK, other=1) != 0
         h = _layer_norm(x, vec + 3 * D + 3 * HP, vec + 4 * D + 3 * HP, cols, D, eps)
-        ffn = _ffn_rows(h, mat, vec, D, F, HP, D_PAD, BM, BF, PREC_FFN)
+        ffn = _ffn_rows(h, mat, vec, D, F, HP, D_PAD, BM, BF, PREC_FFN, PIPE)
         b_2 = tl.load(vec + 5 * D + 3 * HP + F + cols, mask=cols < D, other=0.0)
         x = tl.where(valid[:, None], x + (ffn + b_2[None, :]), 0.0)
         if LAST:
@@ -105,7 +106,7 @@ if HAVE_TRITON:
         else:
             h = _layer_norm(x, next_vec, next_vec + D, cols, D, eps)
             nkv = kv_out + seq * H_PAD * 2 * S * DH_PAD
-            _store_kv(h, next_mat, next_vec, nkv, rows, S, D, HP, DH_PAD, D_PAD, PREC_QKV)
+            _store_kv(h, next_mat, next_vec, nkv, rows, S, D, HP, DH_PAD, D_PAD, PREC_QKV, PIPE)
         tl.store(dst + at, x, mask=live)
 
 
@@ -149,5 +150,6 @@ def split_layer(meta: dict[str, Any], layer: dict[str, Any]) -> None:
         LAST=layer["LAST"],
         PREC_QKV=operands["PREC_QKV"],
         PREC_FFN=operands["PREC_FFN"],
+        PIPE=meta["pipe"],
         **both,
     )
