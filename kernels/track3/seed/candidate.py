@@ -76,10 +76,9 @@ TUNABLE_SPACE = {
     "fused_boundary": {
         "requires": {"fused_kernel": "triton"},
         "values": ["layer", "separate"],
-        "doc": "where the fused kernels cut a layer (fused_kernel=triton): one kernel, or two "
-        "(LN1, attention, out_proj and residual; then LN2, FFN, residual and the next layer's "
-        "K/V) with the residual stream passing through memory: fewer live registers per "
-        "kernel for one more launch per layer",
+        "doc": "where the fused kernels cut a layer: one kernel, or two (LN1, attention, "
+        "out_proj, residual; then LN2, FFN, residual, the next K/V), the residual through "
+        "memory: fewer live registers per kernel for one more launch per layer",
     },
     "fused_min_width": {
         "requires": {"fused_kernel": "triton"},
@@ -136,9 +135,8 @@ TUNABLE_SPACE = {
     "fused_weight_loads": {
         "requires": {"fused_kernel": "triton"},
         "values": ["in_order", "pipelined_2", "pipelined_3"],
-        "doc": "how the fused kernels' FFN and K/V GEMMs get their weights: each block loaded "
-        "just before its GEMM (the FFN loop unrolled), or a loop software-pipelined 2 or 3 "
-        "stages deep that loads the next blocks' weights while this block's GEMMs run",
+        "doc": "fused FFN and K/V weights: each loaded just before its GEMM, or loops "
+        "pipelined 2 or 3 deep that load the next weights while this GEMM runs",
     },
     "batch_chunk": {
         "values": ["none", "auto", "1"],
@@ -148,7 +146,7 @@ TUNABLE_SPACE = {
     "whole_model_compile": {
         "values": ["none", "default", "max-autotune-no-cudagraphs"],
         "doc": "torch.compile the unfused forward (CUDA only; the shared Inductor cache makes "
-        "unchanged code cheap to rebuild): fuses the elementwise work around the GEMMs",
+        "unchanged code cheap to rebuild)",
     },
     "graph_capture": {
         "values": ["none", "cuda_graph"],

@@ -184,9 +184,8 @@ if HAVE_TRITON:
         PREC_FFN: tl.constexpr,
         PIPE: tl.constexpr,
     ):
-        """gelu(h W1^T + b1) W2^T without W2's bias; the pre-GELU values stay fp32. The loop
-        over FFN column blocks is unrolled (PIPE 0) or software-pipelined PIPE stages deep
-        (fused_weight_loads: the next blocks' weights load while this block's GEMMs run)."""
+        """gelu(h W1^T + b1) W2^T without W2's bias, pre-GELU values in fp32; the loop over FFN
+        blocks unrolled (PIPE 0) or software-pipelined PIPE stages deep (fused_weight_loads)."""
         acc = tl.zeros((BM, D_PAD), dtype=tl.float32)
         if PIPE > 0:
             for f0 in tl.range(0, F, BF, num_stages=PIPE):
