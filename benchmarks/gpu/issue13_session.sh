@@ -16,7 +16,6 @@
 #         alone took 29-52 s a config on 2026-12-03). SECONDS bounds the benchmark itself: the
 #         configs finished by then are kept in bench.json and rendered to bench.md. Join two
 #         commands' bench.json here: python benchmarks/track3_h200.py --merge A B --out ...)
-# A bench unpacks build/inductor-cache.tgz when carried and writes its own to $OUT.
 # `resume` goes on with /tmp/run (a warm machine) or with build/issue13/run.tgz (carried).
 # A run stopped by its MINUTES checks its frontier on config 14 before it exits; one stopped by
 # the STOP_S signal does not, and its export is then marked unchecked.
@@ -66,12 +65,6 @@ fi
 rm -rf issue13-in && cp -r "$frontier_in" issue13-in
 frontier=issue13-in/frontier/submission.py
 [ -f "$frontier" ] || frontier=issue13-in/frontier-unchecked/submission.py
-# Inductor's cache from an earlier bench (build/inductor-cache.tgz, carried) spares compile's
-# autotuning (29-52 s a config cold): compile time is outside every timing, so only the
-# call's length changes. This bench's cache goes back for the next one.
-export TORCHINDUCTOR_CACHE_DIR=/tmp/inductor-cache
-mkdir -p "$TORCHINDUCTOR_CACHE_DIR"
-[ -f "$root/build/inductor-cache.tgz" ] && tar xzf "$root/build/inductor-cache.tgz" -C /tmp
 timeout "${4:-3600}" python3 benchmarks/track3_h200.py --frontier "$frontier" \
     --compile-mode max-autotune --compile-threads 16 --rounds 10 \
     --ledger-summary issue13-in/status.json --configs "${3:-1,2,3,4,5,6,7,8,9,10,11,12,13}" \
@@ -79,11 +72,4 @@ timeout "${4:-3600}" python3 benchmarks/track3_h200.py --frontier "$frontier" \
 # Cut by SECONDS: bench.json holds the configs it finished; render those.
 [ -f "$OUT/bench.md" ] || python3 benchmarks/track3_h200.py --merge "$OUT/bench.json" \
     --out "$OUT/bench.md" >> "$OUT/bench.log" 2>&1
-# A file back from $OUT may hold 16 MiB: the 13 configs' cache was 42 MB (2026-12-03), so it
-# comes back only for a smaller set (and then travels with the next call).
-tar czf "$OUT/inductor-cache.tgz" -C /tmp inductor-cache
-[ "$(stat -c %s "$OUT/inductor-cache.tgz")" -lt 16000000 ] || {
-    echo "inductor cache $(du -h "$OUT/inductor-cache.tgz" | cut -f1): too large to come back"
-    rm -f "$OUT/inductor-cache.tgz"
-}
 tail -40 "$OUT/bench.md"
