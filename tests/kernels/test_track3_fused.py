@@ -158,9 +158,9 @@ PIPELINED_SCRIPT = SCRIPT.replace(
 
 
 def test_pipelined_weight_loads_compute_what_loads_in_order_compute() -> None:
-    # The loops over FFN blocks (several: FFN 80 in blocks of 16, a partial last one) and over
-    # K and V, pipelined, in one kernel per layer and split in two; in the interpreter the
-    # same operations run in the same order, so they agree to the bit.
+    # The loops over FFN blocks (FFN 80 in five blocks of 16, and in three of 32, the last one
+    # partial) and over K and V, pipelined, in one kernel per layer and split in two; in the
+    # interpreter the same operations run in the same order, so they agree to the bit.
     odd = {"batch_size": 2, "seq_len": 40, "d_model": 96, "num_heads": 3, "ffn_dim": 80}
     cases: list[Case] = [
         (
@@ -172,6 +172,14 @@ def test_pipelined_weight_loads_compute_what_loads_in_order_compute() -> None:
             {"fused_weight_loads": "pipelined_2", "fused_ffn_block": "16"},
         ),
         ("cpu-3", "fp32", 0.0, "auto", {}, {"fused_weight_loads": "pipelined_3"}),
+        (
+            "cpu-5",
+            "fp32",
+            0.0,
+            "16",
+            {**odd, "num_layers": 2},
+            {"fused_weight_loads": "pipelined_3", "fused_ffn_block": "32"},
+        ),
         (
             "cpu-2",
             "fp32",
