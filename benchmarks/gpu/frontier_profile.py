@@ -32,6 +32,16 @@ CALLS = 200
 PROFILED = 10
 
 
+def shown_path(path: Path) -> str:
+    """The path from its repository's root (the nearest directory holding pyproject.toml): a
+    report names no machine's directories, wherever the candidate was read from."""
+    resolved = path.resolve()
+    for parent in resolved.parents:
+        if (parent / "pyproject.toml").is_file():
+            return str(resolved.relative_to(parent))
+    return path.name
+
+
 def host_us(call: Any) -> float:
     """Host microseconds per un-synchronized call (the queue absorbs the GPU's share)."""
     torch.cuda.synchronize()
@@ -102,7 +112,7 @@ def main() -> None:
     module = load_candidate(candidate, "profiled")
     entry = module.UserOptimizedTransformer
     lines = [
-        f"Candidate `{candidate}`; per call, microseconds. {CALLS} host-timed calls, "
+        f"Candidate `{shown_path(candidate)}`; per call, microseconds. {CALLS} host-timed calls, "
         f"{PROFILED} profiled; tunables {tunables or 'as the candidate sets them'}.",
         "",
         "| config | organizer median | host per call | kernels | kernel sum | kernel span "

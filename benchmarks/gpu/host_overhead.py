@@ -17,8 +17,10 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch  # noqa: E402
+from frontier_profile import shown_path  # noqa: E402
 
 from kernels.candidate_tree import load_candidate  # noqa: E402
 from kernels.track3 import CONFIGS, generate_inputs  # noqa: E402
@@ -78,7 +80,7 @@ def main() -> None:
     configs = sys.argv[3].split(",") if len(sys.argv) > 3 else ["2", "1"]
     prepare_process("cuda")
     entry = load_candidate(candidate, "host_profiled").UserOptimizedTransformer
-    lines = [f"Candidate `{candidate}`; host microseconds per call, {CALLS} calls.", ""]
+    lines = [f"Candidate `{shown_path(candidate)}`; host microseconds per call, {CALLS} calls.", ""]
     for config_id in configs:
         measured = pieces(entry, config_id)
         lines.append(f"| config {config_id} | " + " | ".join(measured) + " |")
