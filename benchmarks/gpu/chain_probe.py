@@ -96,6 +96,10 @@ def time_launch(launch: object) -> float:
 
 
 def main() -> None:
+    if len(sys.argv) != 2:
+        raise SystemExit("usage: chain_probe.py OUT.md")
+    if not torch.cuda.is_available():
+        raise SystemExit("the chain probe needs a CUDA device (none is visible)")
     out = Path(sys.argv[1])
     # Descriptors made on the device need global scratch memory from an allocator.
     triton.set_allocator(

@@ -42,6 +42,25 @@ def shown_path(path: Path) -> str:
     return path.name
 
 
+def profile_arguments(
+    argv: list[str], usage: str, configs: list[str]
+) -> tuple[Path, Path, list[str]]:
+    """CANDIDATE, OUT and the configs (comma-separated, or these defaults) from argv, or a
+    SystemExit naming what is wrong and the usage: no traceback for a mistyped command."""
+    if len(argv) < 3:
+        raise SystemExit(f"usage: {usage}")
+    candidate, out = Path(argv[1]), Path(argv[2])
+    if not candidate.is_file():
+        raise SystemExit(f"no candidate file {candidate}: pass a candidate's .py ({usage})")
+    chosen = argv[3].split(",") if len(argv) > 3 else configs
+    unknown = [c for c in chosen if c not in CONFIGS]
+    if unknown:
+        raise SystemExit(f"unknown configs {unknown}; known: {sorted(CONFIGS)}")
+    if not torch.cuda.is_available():
+        raise SystemExit("this diagnosis needs a CUDA device (none is visible)")
+    return candidate, out, chosen
+
+
 def host_us(call: Any) -> float:
     """Host microseconds per un-synchronized call (the queue absorbs the GPU's share)."""
     torch.cuda.synchronize()
@@ -104,9 +123,11 @@ def profile_config(entry: type, config_id: str, tunables: dict[str, str]) -> lis
 
 
 def main() -> None:
-    candidate, out = Path(sys.argv[1]), Path(sys.argv[2])
-    configs = sys.argv[3].split(",") if len(sys.argv) > 3 else ["2", "12", "1", "9", "5", "8"]
+    usage = "frontier_profile.py CANDIDATE.py OUT.md [CONFIGS [NAME=VALUE,...]]"
     pairs = sys.argv[4].split(",") if len(sys.argv) > 4 else []
+    if any("=" not in pair for pair in pairs):
+        raise SystemExit(f"tunables {sys.argv[4]!r}: expected NAME=VALUE,... ({usage})")
+    candidate, out, configs = profile_arguments(sys.argv, usage, ["2", "12", "1", "9", "5", "8"])
     tunables = dict(pair.split("=", 1) for pair in pairs)
     prepare_process("cuda")
     module = load_candidate(candidate, "profiled")

@@ -20,7 +20,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch  # noqa: E402
-from frontier_profile import shown_path  # noqa: E402
+from frontier_profile import profile_arguments, shown_path  # noqa: E402
 
 from kernels.candidate_tree import load_candidate  # noqa: E402
 from kernels.track3 import CONFIGS, generate_inputs  # noqa: E402
@@ -76,8 +76,8 @@ def pieces(entry: type, config_id: str) -> dict[str, float]:
 
 
 def main() -> None:
-    candidate, out = Path(sys.argv[1]), Path(sys.argv[2])
-    configs = sys.argv[3].split(",") if len(sys.argv) > 3 else ["2", "1"]
+    usage = "host_overhead.py CANDIDATE.py OUT.md [CONFIGS]"
+    candidate, out, configs = profile_arguments(sys.argv, usage, ["2", "1"])
     prepare_process("cuda")
     entry = load_candidate(candidate, "host_profiled").UserOptimizedTransformer
     lines = [f"Candidate `{shown_path(candidate)}`; host microseconds per call, {CALLS} calls.", ""]

@@ -44,12 +44,12 @@ VARIANTS = {
 }
 # The fused kernels' weight loads (fused_weight_loads), at the FFN block run 10's frontier chose
 # for its small batches (16) and at auto.
-WEIGHT_LOADS = {
+WEIGHT_LOAD_VARIANTS = {
     f"{loads}, ffn block {block}": {"fused_weight_loads": loads, "fused_ffn_block": block}
     for block in ("16", "auto")
     for loads in ("in_order", "pipelined_2", "pipelined_3")
 }
-VARIANT_SETS = {"schedule": VARIANTS, "weight-loads": WEIGHT_LOADS}
+VARIANT_SETS = {"schedule": VARIANTS, "weight-loads": WEIGHT_LOAD_VARIANTS}
 TRIALS = [TrialSpec(seed=s) for s in range(1234, 1239)] + [
     TrialSpec(seed=77, padding_ratio=0.25),
     TrialSpec(seed=78, padding_ratio=0.5),
@@ -82,9 +82,19 @@ def check(
 
 
 def main() -> None:
+    if len(sys.argv) < 2:
+        raise SystemExit("usage: issue13_kernel_check.py OUT.md [CONFIGS [schedule|weight-loads]]")
     out = Path(sys.argv[1])
     configs = sys.argv[2].split(",") if len(sys.argv) > 2 else ["2", "7", "1", "13", "6"]
-    variants = VARIANT_SETS[sys.argv[3] if len(sys.argv) > 3 else "schedule"]
+    chosen = sys.argv[3] if len(sys.argv) > 3 else "schedule"
+    if chosen not in VARIANT_SETS:
+        raise SystemExit(f"unknown variant set {chosen!r}; known: {sorted(VARIANT_SETS)}")
+    unknown = [c for c in configs if c not in CONFIGS]
+    if unknown:
+        raise SystemExit(f"unknown configs {unknown}; known: {sorted(CONFIGS)}")
+    if not torch.cuda.is_available():
+        raise SystemExit("the kernel check needs a CUDA device (none is visible)")
+    variants = VARIANT_SETS[chosen]
     prepare_process("cuda")
     seed = load_candidate(track3_workload().seed_entry(), "seed13")
     lines = [
