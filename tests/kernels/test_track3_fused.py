@@ -197,11 +197,20 @@ def test_pipelined_weight_loads_compute_what_loads_in_order_compute() -> None:
         assert row["max_abs_vs_in_order"] == 0.0, (case, row)
 
 
-def test_a_broken_pipelined_loop_fails_the_gate(tmp_path: Path) -> None:
-    # Can the comparison fail? The pipelined K/V loop writing V over K must not pass.
+@pytest.mark.parametrize(
+    "broken",
+    [
+        ("tl.store(at + j * S * DH_PAD", "tl.store(at"),  # the K/V loop writes V over K
+        ("tl.range(0, F, BF, num_stages=PIPE)", "tl.range(0, F - BF, BF, num_stages=PIPE)"),
+    ],
+    ids=["kv-loop", "ffn-loop"],
+)
+def test_a_broken_pipelined_loop_fails_the_gate(tmp_path: Path, broken: tuple[str, str]) -> None:
+    # Can the comparison fail? Each pipelined loop, broken only in its pipelined branch (the
+    # K/V loop writing V over K; the FFN loop dropping its last block), must not pass.
     sources = track3_workload().seed_sources()
     kernels = sources["fused_kernels.py"]
-    sources["fused_kernels.py"] = kernels.replace("tl.store(at + j * S * DH_PAD", "tl.store(at")
+    sources["fused_kernels.py"] = kernels.replace(*broken)
     assert sources["fused_kernels.py"] != kernels
     write_tree(sources, tmp_path)
     module = tmp_path / "candidate.py"
