@@ -61,13 +61,16 @@ def profile_arguments(
     return candidate, out, chosen
 
 
-def host_us(call: Any) -> float:
-    """Host microseconds per un-synchronized call (the queue absorbs the GPU's share)."""
+def host_us(call: Any, calls: int = CALLS, warmup: int = 0) -> float:
+    """Host microseconds per un-synchronized call, over `calls` calls after `warmup` untimed
+    ones (the queue absorbs the GPU's share until it fills)."""
+    for _ in range(warmup):
+        call()
     torch.cuda.synchronize()
     started = time.perf_counter()
-    for _ in range(CALLS):
+    for _ in range(calls):
         call()
-    host = (time.perf_counter() - started) / CALLS
+    host = (time.perf_counter() - started) / calls
     torch.cuda.synchronize()
     return host * 1e6
 

@@ -11,7 +11,6 @@ Usage: python benchmarks/gpu/host_overhead.py CANDIDATE.py OUT.md [CONFIGS]
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +19,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch  # noqa: E402
-from frontier_profile import profile_arguments, shown_path  # noqa: E402
+from frontier_profile import host_us, profile_arguments, shown_path  # noqa: E402
 
 from kernels.candidate_tree import load_candidate  # noqa: E402
 from kernels.track3 import CONFIGS, generate_inputs  # noqa: E402
@@ -28,18 +27,6 @@ from kernels.track3.reference import build_reference_model  # noqa: E402
 from kernels.track3.runtime import prepare_process  # noqa: E402
 
 CALLS = 2000
-
-
-def per_call_us(call: Any) -> float:
-    for _ in range(50):
-        call()
-    torch.cuda.synchronize()
-    started = time.perf_counter()
-    for _ in range(CALLS):
-        call()
-    host = (time.perf_counter() - started) / CALLS
-    torch.cuda.synchronize()
-    return host * 1e6
 
 
 class Empty(torch.nn.Module):
@@ -72,7 +59,7 @@ def pieces(entry: type, config_id: str) -> dict[str, float]:
                     "clone out": lambda: captured.out.clone(),
                 }
             )
-        return {name: per_call_us(call) for name, call in steps.items()}
+        return {name: host_us(call, CALLS, warmup=50) for name, call in steps.items()}
 
 
 def main() -> None:

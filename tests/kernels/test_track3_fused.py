@@ -111,19 +111,24 @@ def test_fused_kernels_pass_the_gate_on_cpu_shapes() -> None:
         assert row["padded_rows_zero"] in (None, True), case
 
 
-def test_a_broken_fused_kernel_fails_the_gate(tmp_path: Path) -> None:
-    # Can the check fail? The same kernels with a wrong GELU constant must not pass.
+def broken_seed_script(tmp_path: Path, old: str, new: str) -> str:
+    """SCRIPT over a copy of the seed whose fused_kernels.py has `old` replaced by `new`."""
     sources = track3_workload().seed_sources()
     kernels = sources["fused_kernels.py"]
-    sources["fused_kernels.py"] = kernels.replace(
-        "tl.math.erf(t * 0.7071067811865476)", "tl.math.erf(t * 0.75)"
-    )
-    assert sources["fused_kernels.py"] != kernels
+    sources["fused_kernels.py"] = kernels.replace(old, new)
+    assert sources["fused_kernels.py"] != kernels, old
     write_tree(sources, tmp_path)
     module = tmp_path / "candidate.py"
     script = SCRIPT.replace("track3_workload().seed_entry()", f"Path({str(module)!r})", 1)
-    script = script.replace(
+    return script.replace(
         "import json, sys, torch", "import json, sys, torch\nfrom pathlib import Path"
+    )
+
+
+def test_a_broken_fused_kernel_fails_the_gate(tmp_path: Path) -> None:
+    # Can the check fail? The same kernels with a wrong GELU constant must not pass.
+    script = broken_seed_script(
+        tmp_path, "tl.math.erf(t * 0.7071067811865476)", "tl.math.erf(t * 0.75)"
     )
     rows = run_interpreted([("cpu-5", "fp32", 0.0, "16", {"d_model": 64, "ffn_dim": 64})], script)
     assert rows[0]["fits"] and rows[0]["failed"] > 0  # type: ignore[operator]
@@ -208,16 +213,7 @@ def test_pipelined_weight_loads_compute_what_loads_in_order_compute() -> None:
 def test_a_broken_pipelined_loop_fails_the_gate(tmp_path: Path, broken: tuple[str, str]) -> None:
     # Can the comparison fail? Each pipelined loop, broken only in its pipelined branch (the
     # K/V loop writing V over K; the FFN loop dropping its last block), must not pass.
-    sources = track3_workload().seed_sources()
-    kernels = sources["fused_kernels.py"]
-    sources["fused_kernels.py"] = kernels.replace(*broken)
-    assert sources["fused_kernels.py"] != kernels
-    write_tree(sources, tmp_path)
-    module = tmp_path / "candidate.py"
-    script = SCRIPT.replace("track3_workload().seed_entry()", f"Path({str(module)!r})", 1)
-    script = script.replace(
-        "import json, sys, torch", "import json, sys, torch\nfrom pathlib import Path"
-    )
+    script = broken_seed_script(tmp_path, *broken)
     case: Case = ("cpu-3", "fp32", 0.0, "auto", {}, {"fused_weight_loads": "pipelined_2"})
     rows = run_interpreted([case], script)
     assert rows[0]["fits"] and rows[0]["failed"] > 0  # type: ignore[operator]
