@@ -180,13 +180,19 @@ def render(run_dir: Path, run: RunInfo) -> str:
             f"{_ci(row.get('vs_frontier'))} | {shown} |"
         )
     lines += ["", "## Frontier per config (uncapped speedup over the baseline)", ""]
-    lines += ["| config | speedup |", "|---|---:|"]
+    lines += [
+        "| config | speedup | tolerance used (worst element, all trials) |",
+        "|---|---:|---:|",
+    ]
     per_config = frontier["per_config_speedup"].items()
+    used = frontier.get("per_config_tolerance_used", {})
     ordered = sorted(
         per_config,
         key=lambda kv: (not kv[0].isdigit(), int(kv[0]) if kv[0].isdigit() else 0, kv[0]),
     )
-    lines += [f"| {cid} | {v:.3f}x |" for cid, v in ordered]
+    lines += [
+        f"| {cid} | {v:.3f}x | {f'{used[cid]:.0%}' if cid in used else '-'} |" for cid, v in ordered
+    ]
     lines += ["", "## Ideas", "", "| idea | source | trials | successes |", "|---|---|---:|---:|"]
     for idea in sorted(status["ideas"], key=lambda i: (-i["trials"], i["id"])):
         lines.append(

@@ -34,7 +34,7 @@ os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
 os.environ.setdefault("TQDM_DISABLE", "1")
 
 from harness.compile_state import forget_compiled_frames  # noqa: E402
-from harness.gate import count_failures  # noqa: E402
+from harness.gate import compare_outputs  # noqa: E402
 from harness.models import (  # noqa: E402
     ArmKind,
     ArmSpec,
@@ -98,21 +98,27 @@ def _request(device: str, arms: dict[str, Path | None], config: str, plan: Timin
     )
 
 
-def _failed_elements(judge: Any, model: Any, reference: Any, config: Any) -> tuple[int, int]:
-    """Failing elements over the official trials (the gate's comparator), and elements seen."""
+def _failed_elements(
+    judge: Any, model: Any, reference: Any, config: Any
+) -> tuple[int, int, float | None]:
+    """Failing elements over the official trials (the gate's comparator), elements seen, and
+    the largest share of its tolerance any element used."""
     import torch
 
     failed = total = 0
+    used: float | None = None
     for trial in judge.workload.official_trials:
         inputs = judge.runtime.generate_inputs(config, trial, judge.request.device)
         want = judge.runtime.call(reference, inputs)
         got = judge.runtime.call(model, inputs)
-        bad, _ = count_failures(got, want, judge.workload.tolerance)
-        failed, total = failed + bad, total + int(want.numel())
+        comparison = compare_outputs(got, want, judge.workload.tolerance)
+        failed, total = failed + comparison.failed, total + int(want.numel())
+        share = comparison.tolerance_used
+        used = share if used is None else used if share is None else max(used, share)
         del want, got
     if judge.request.device.startswith("cuda"):
         torch.cuda.synchronize()
-    return failed, total
+    return failed, total, used
 
 
 def measure_config(
@@ -233,8 +239,10 @@ def render(report: dict[str, Any]) -> str:
         f"`{report['frontier']}`. Arms interleaved in randomized ABBA rounds by the judge's "
         "timer (CUDA events, L2 flushed before calls >= 100 us, inputs redrawn per block). "
         "Failed elements: the gate's strict comparator over the 5 official trials "
-        "(seeds 1234-1238). Floor ratio: frontier median / roofline floor (0.5 x the larger of "
-        "FLOPs / measured matmul rate and bytes / measured bandwidth). Tainted: the judge's "
+        "(seeds 1234-1238), with the share of its tolerance the frontier's worst element used "
+        "(max(atol, rtol x |ref|)). Floor ratio: frontier median / roofline floor (0.5 x the "
+        "larger of FLOPs / measured matmul rate and bytes / measured bandwidth). Tainted: the "
+        "judge's "
         "contention readings while the config was timed (other processes on the GPU, host "
         "cores busy elsewhere, clock slowdowns). Timed as: each arm's protocol, chosen by its "
         "cost inside a calibration block (eager / compile / frontier): `per-call+l2flush` "
@@ -258,6 +266,8 @@ def render(report: dict[str, Any]) -> str:
         failed = r["failed"]
         fc = "-" if "compiled" not in failed else f"{failed['compiled'][0]:,}"
         ff = f"{failed['frontier'][0]:,} / {failed['frontier'][1]:,}"
+        if len(failed["frontier"]) > 2 and failed["frontier"][2] is not None:
+            ff += f" ({failed['frontier'][2]:.0%} of tol)"  # how close the pass came to failing
         floor = f"{front / r['floor_ns']:.1f}" if front and r.get("floor_ns") else "-"
         first = r["first_call_s"].get("compiled")
         lines.append(

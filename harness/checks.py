@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from harness.gate import check_output_type, count_failures, inputs_unchanged
+from harness.gate import check_output_type, compare_outputs, inputs_unchanged
 from harness.models import RejectReason, TrialResult
 from harness.poison import count_poisoned, poisoned_allocations
 from kernels.workload import Tolerance, TrialSpec, WorkloadRuntime
@@ -55,7 +55,8 @@ def classify_output(
     if problem is not None:
         return _failure(trial, total, RejectReason.OUTPUT_TYPE, problem, phase)
     poisoned = count_poisoned(out)
-    failed, max_abs = count_failures(out, expected, tol)
+    comparison = compare_outputs(out, expected, tol)
+    failed = comparison.failed
     reason = None
     if poisoned:
         reason = RejectReason.UNWRITTEN_OUTPUT
@@ -68,7 +69,8 @@ def classify_output(
         passed=failed == 0,
         failed_elements=failed,
         total_elements=total,
-        max_abs_error=max_abs,
+        max_abs_error=comparison.max_abs,
+        tolerance_used=comparison.tolerance_used,
         problem=f"{poisoned} output elements were never written" if poisoned else None,
         reason=reason,
         phase=phase,

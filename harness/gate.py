@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -29,24 +29,48 @@ def check_output_type(out: Any, ref: torch.Tensor) -> str | None:
 _CHUNK_ELEMENTS = 1 << 26
 
 
-def count_failures(
-    out: torch.Tensor, ref: torch.Tensor, tol: Tolerance
-) -> tuple[int, float | None]:
-    """Elements failing finite(ref) & finite(out) & (abs < atol | abs < rtol*|ref|)."""
+class Comparison(NamedTuple):
+    """What the comparator found over a whole output."""
+
+    failed: int
+    max_abs: float | None  # largest |out - ref| over finite elements
+    # The worst finite element's |out - ref| over what the tolerance allows it there,
+    # max(atol, rtol * |ref|): below 1 passes (at most 1, inclusive). A pass at 0.98 is one
+    # fresh input away from failing; the gate's verdict alone cannot say so.
+    tolerance_used: float | None
+
+
+def compare_outputs(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance) -> Comparison:
+    """Elements failing finite(ref) & finite(out) & (abs < atol | abs < rtol*|ref|), the
+    largest error, and the largest share of its tolerance any element used."""
     flat_out, flat_ref = out.detach().reshape(-1), ref.detach().reshape(-1)
     failed = 0
     max_abs: float | None = None
+    used: float | None = None
     for start in range(0, flat_ref.numel(), _CHUNK_ELEMENTS):
         o = flat_out[start : start + _CHUNK_ELEMENTS].float()
         r = flat_ref[start : start + _CHUNK_ELEMENTS].float()
-        bad, chunk_max = _chunk_failures(o, r, tol)
-        failed += bad
-        if chunk_max is not None:
-            max_abs = chunk_max if max_abs is None else max(max_abs, chunk_max)
-    return failed, max_abs
+        chunk = _chunk_comparison(o, r, tol)
+        failed += chunk.failed
+        max_abs = _larger(max_abs, chunk.max_abs)
+        used = _larger(used, chunk.tolerance_used)
+    return Comparison(failed, max_abs, used)
 
 
-def _chunk_failures(o: torch.Tensor, r: torch.Tensor, tol: Tolerance) -> tuple[int, float | None]:
+def count_failures(
+    out: torch.Tensor, ref: torch.Tensor, tol: Tolerance
+) -> tuple[int, float | None]:
+    """Elements failing finite(ref) & finite(out) & (abs < atol | abs < rtol*|ref|), and the
+    largest |out - ref| over finite elements."""
+    comparison = compare_outputs(out, ref, tol)
+    return comparison.failed, comparison.max_abs
+
+
+def _larger(a: float | None, b: float | None) -> float | None:
+    return b if a is None else a if b is None else max(a, b)
+
+
+def _chunk_comparison(o: torch.Tensor, r: torch.Tensor, tol: Tolerance) -> Comparison:
     err = (o - r).abs()
     bound = r.abs() * tol.rtol
     if tol.comparator is Comparator.STRICT:
@@ -57,8 +81,10 @@ def _chunk_failures(o: torch.Tensor, r: torch.Tensor, tol: Tolerance) -> tuple[i
     failed = int((~good).sum().item())
     finite = torch.isfinite(err)
     if not bool(finite.any()):
-        return failed, None
-    return failed, float(torch.where(finite, err, 0.0).max().item())
+        return Comparison(failed, None, None)
+    err = torch.where(finite, err, 0.0)
+    allowed = torch.clamp(torch.where(finite, bound, 0.0), min=tol.atol)  # atol > 0
+    return Comparison(failed, float(err.max().item()), float((err / allowed).max().item()))
 
 
 def judge_trial(
@@ -76,13 +102,14 @@ def judge_trial(
             max_abs_error=None,
             problem=problem,
         )
-    failed, max_abs = count_failures(out, ref, tol)
+    comparison = compare_outputs(out, ref, tol)
     return TrialResult(
         trial=trial,
-        passed=failed == 0,
-        failed_elements=failed,
+        passed=comparison.failed == 0,
+        failed_elements=comparison.failed,
         total_elements=total,
-        max_abs_error=max_abs,
+        max_abs_error=comparison.max_abs,
+        tolerance_used=comparison.tolerance_used,
     )
 
 

@@ -240,6 +240,12 @@ class TrialResult(BaseModel):
     failed_elements: int = Field(description="Elements outside the tolerance (or non-finite).")
     total_elements: int = Field(description="Elements compared.")
     max_abs_error: float | None = Field(description="Largest |out - ref| over finite elements.")
+    tolerance_used: float | None = Field(
+        default=None,
+        description="The worst finite element's |out - ref| over what the tolerance allows "
+        "it, max(atol, rtol * |ref|): below 1 passes; near 1, a pass a fresh input may undo "
+        "(None: nothing compared, or recorded before judges reported it).",
+    )
     problem: str | None = Field(
         default=None, description="Why it failed before comparison (shape, dtype, mutation...)."
     )

@@ -204,6 +204,11 @@ class ConfigSummary(BaseModel):
     failed_elements: int = Field(description="Failing elements over all trials.")
     total_elements: int = Field(description="Elements compared over all trials.")
     max_abs_error: float | None = Field(description="Largest |out - ref| seen.")
+    tolerance_used: float | None = Field(
+        default=None,
+        description="The largest share of its tolerance any element used, over all trials "
+        "(below 1 passes; near 1, a pass a fresh input may undo; None: not reported).",
+    )
     problem: str | None = Field(description="First non-numeric problem (shape, mutation...).")
     ratios: list[dict[str, Any]] = Field(description="Paired ratios of the judged arm.")
     settings_read: list[str] | None = Field(
@@ -261,6 +266,11 @@ class FeasibilityChecked(Payload):
     wall_s: float = Field(description="Wall time of the judge process.")
     elements: int = Field(description="Output elements compared, all trials.")
     failed_elements: int = Field(description="Of which outside the tolerance.")
+    tolerance_used: float | None = Field(
+        default=None,
+        description="The largest share of its tolerance any element used (None: nothing "
+        "compared, or recorded before judges reported it).",
+    )
 
 
 class RunStopped(Payload):
@@ -284,6 +294,11 @@ class VerdictDetails(BaseModel):
     frontier_before: str | None = Field(default=None, description="Frontier at decision time.")
     per_config_speedup: dict[str, float] = Field(
         default_factory=dict, description="Uncapped per-config speedup over the baseline."
+    )
+    per_config_tolerance_used: dict[str, float] = Field(
+        default_factory=dict,
+        description="Per config, the largest share of its tolerance any element used over "
+        "the trials (below 1 passes; near 1, a pass a fresh input may undo).",
     )
     capped_configs: list[str] = Field(default_factory=list, description="Where a cap bound.")
     objective_kind: str | None = Field(default=None, description="Aggregate used.")

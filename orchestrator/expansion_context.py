@@ -62,14 +62,15 @@ def config_table(summary: EvaluationSummary | None) -> str:
     if summary is None:
         return "(no full sweep recorded)"
     rows = [
-        "| config | correct | max abs err | x baseline | x parent |",
-        "|---|---|---:|---:|---:|",
+        "| config | correct | max abs err | tolerance used | x baseline | x parent |",
+        "|---|---|---:|---:|---:|---:|",
     ]
     for c in summary.configs:
         err = f"{c.max_abs_error:.2e}" if c.max_abs_error is not None else "-"
+        used = f"{c.tolerance_used:.0%}" if c.tolerance_used is not None else "-"
         correct = "yes" if c.correct else f"NO ({c.failed_elements} failing)"
         rows.append(
-            f"| {c.config_id} | {correct} | {err} | {_ratio(c.ratios, 'baseline')} | "
+            f"| {c.config_id} | {correct} | {err} | {used} | {_ratio(c.ratios, 'baseline')} | "
             f"{_ratio(c.ratios, 'parent')} |"
         )
     return "\n".join(rows)

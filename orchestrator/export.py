@@ -51,6 +51,11 @@ class ConfigResultRow(BaseModel):
     failed_elements: int = Field(description="Failing elements over all correctness trials.")
     total_elements: int = Field(description="Elements compared.")
     max_abs_error: float | None = Field(description="Largest |out - ref| seen.")
+    tolerance_used: float | None = Field(
+        default=None,
+        description="The largest share of its tolerance any element used, over all trials "
+        "(below 1 passes; near 1, a pass a fresh input may undo; None: not reported).",
+    )
 
 
 class ExportManifest(BaseModel):
@@ -173,6 +178,7 @@ def _per_config(sweep: EvaluationSummary | None) -> dict[str, ConfigResultRow]:
             failed_elements=config.failed_elements,
             total_elements=config.total_elements,
             max_abs_error=config.max_abs_error,
+            tolerance_used=config.tolerance_used,
         )
     return rows
 

@@ -6,7 +6,7 @@ import secrets
 
 from harness.models import EvaluationRequest, Outcome
 from harness.trials import correctness_trials, new_salt
-from orchestrator.evaluation import commit_arm, judge
+from orchestrator.evaluation import commit_arm, judge, tolerance_used
 from orchestrator.events import EventKind, FeasibilityChecked
 from orchestrator.stages import LoopContext
 from orchestrator.state import SearchState
@@ -55,11 +55,14 @@ def check_feasibility(ctx: LoopContext, sha: str) -> FeasibilityChecked:
         wall_s=result.wall_s,
         elements=sum(t.total_elements for c in result.configs for t in c.trials),
         failed_elements=sum(t.failed_elements for c in result.configs for t in c.trials),
+        tolerance_used=max(tolerance_used(result).values(), default=None),
     )
     ctx.ledger.append(checked.to_event(EventKind.FEASIBILITY))
     verdict = "passed" if checked.passed else f"FAILED ({checked.message[:200]})"
+    used = checked.tolerance_used
+    worst = f", the worst used {used:.0%} of its tolerance" if used is not None else ""
     ctx.reporter.line(
         f"  feasibility: {verdict}; {checked.failed_elements:,} of {checked.elements:,} "
-        f"elements outside the tolerance ({checked.wall_s:.1f} s)"
+        f"elements outside the tolerance{worst} ({checked.wall_s:.1f} s)"
     )
     return checked

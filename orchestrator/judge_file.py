@@ -38,6 +38,11 @@ class JudgeConfigRow(BaseModel):
     failed_elements: int = Field(description="Failing elements over all trials.")
     total_elements: int = Field(description="Elements compared.")
     max_abs_error: float | None = Field(description="Largest |out - ref| seen.")
+    tolerance_used: float | None = Field(
+        default=None,
+        description="The largest share of its tolerance any element used, over all trials "
+        "(below 1 passes; near 1, a pass a fresh input may undo; None: not reported).",
+    )
     speedup: float | None = Field(description="Paired median ratio baseline/candidate.")
     ci_low: float | None = Field(description="Lower end of its 95% CI.")
     ci_high: float | None = Field(description="Upper end of its 95% CI.")
@@ -93,6 +98,7 @@ def _rows(result: EvaluationResult) -> list[JudgeConfigRow]:
         ratio = next((r for r in config.ratios if r.other == "baseline"), None)
         medians = {t.arm: t.median_ns for t in config.timings}
         errors = [t.max_abs_error for t in config.trials if t.max_abs_error is not None]
+        used = [t.tolerance_used for t in config.trials if t.tolerance_used is not None]
         rows.append(
             JudgeConfigRow(
                 config_id=config.config_id,
@@ -100,6 +106,7 @@ def _rows(result: EvaluationResult) -> list[JudgeConfigRow]:
                 failed_elements=sum(t.failed_elements for t in config.trials),
                 total_elements=sum(t.total_elements for t in config.trials),
                 max_abs_error=max(errors) if errors else None,
+                tolerance_used=max(used) if used else None,
                 speedup=ratio.median if ratio else None,
                 ci_low=ratio.ci_low if ratio else None,
                 ci_high=ratio.ci_high if ratio else None,
@@ -330,6 +337,8 @@ def format_judge_report(report: JudgeReport) -> str:
     for row in report.configs:
         speed = f"{row.speedup:.3f}x [{row.ci_low:.3f}, {row.ci_high:.3f}]" if row.speedup else "-"
         status = "ok" if row.correct else f"FAILED {row.failed_elements}/{row.total_elements}"
+        if row.tolerance_used is not None:  # how close a pass came to failing
+            status += f", {row.tolerance_used:.0%} of tol"
         lines.append(f"  config {row.config_id:>8}: {status:<24} {speed}  {row.protocol}")
     if report.speedup is not None:
         lines.append(

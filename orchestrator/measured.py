@@ -16,6 +16,7 @@ from orchestrator.evaluation import (
     evaluation_records,
     judge,
     ratio_dict,
+    tolerance_used,
 )
 from orchestrator.events import Stage, VerdictDetails
 from orchestrator.replication import replication_records, riding_verification
@@ -240,6 +241,7 @@ def decide(
         vs_baseline=ratio_dict(result.aggregate(BASELINE_ARM)),
         frontier_before=state.frontier_sha,
         per_config_speedup=speedups,
+        per_config_tolerance_used=tolerance_used(result),
         capped_configs=objective.capped_configs if objective else [],
         objective_kind=ctx.settings.objective.value,
         noise_floor=ctx.noise_floor,

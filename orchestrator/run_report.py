@@ -8,6 +8,7 @@ from pathlib import Path
 
 from orchestrator.loop import RunSummary
 from orchestrator.provenance import format_gains, frontier_gains
+from orchestrator.status import format_config_speedups
 from orchestrator.taint import describe_taint
 
 
@@ -38,8 +39,9 @@ def format_run_end(summary: RunSummary, run_dir: Path, program: str = "ratchet")
         lines.append(
             f"frontier {frontier.sha[:10]} (step {frontier.step}): {speed} over the baseline"
         )
-        for cid, value in frontier.details.get("per_config_speedup", {}).items():
-            lines.append(f"    config {cid:>8}: {value:.3f}x")
+        speedups = frontier.details.get("per_config_speedup", {})
+        used = frontier.details.get("per_config_tolerance_used", {})
+        lines.extend(format_config_speedups(speedups, used))
         lines.extend(format_gains(frontier_gains(state)))
     if summary.taint is not None:
         lines.extend(describe_taint(summary.taint, "in this invocation"))

@@ -39,6 +39,11 @@ class FrontierStatus(BaseModel):
     step: int = Field(description="Step that produced it (0: the seed).")
     idea_id: str | None = Field(description="Idea behind it.")
     per_config_speedup: dict[str, float] = Field(description="Uncapped per-config speedups.")
+    per_config_tolerance_used: dict[str, float] = Field(
+        default_factory=dict,
+        description="Per config, the largest share of its tolerance any element of its sweep "
+        "used (near 1: a pass a fresh input may undo; empty when not reported).",
+    )
     vs_baseline: dict[str, float] | None = Field(description="Paired aggregate ratio and CI.")
 
 
@@ -132,6 +137,7 @@ def _frontier(state: SearchState) -> FrontierStatus | None:
         step=cand.step,
         idea_id=cand.idea_id,
         per_config_speedup=cand.details.get("per_config_speedup", {}),
+        per_config_tolerance_used=cand.details.get("per_config_tolerance_used", {}),
         vs_baseline=cand.details.get("vs_baseline"),
     )
 
@@ -270,6 +276,16 @@ def build_status(
     )
 
 
+def format_config_speedups(speedups: dict[str, float], used: dict[str, float]) -> list[str]:
+    """One line per config: its speedup, and how much of the tolerance its worst element used
+    (a pass at 98% is one fresh input away from failing)."""
+    lines = []
+    for cid, value in speedups.items():
+        share = f"  (tolerance used {used[cid]:.0%})" if cid in used else ""
+        lines.append(f"    config {cid:>8}: {value:.3f}x{share}")
+    return lines
+
+
 def format_status(report: StatusReport) -> str:
     """Human-readable status."""
     lines = [
@@ -286,8 +302,7 @@ def format_status(report: StatusReport) -> str:
         lines.append(
             f"frontier {f.sha[:10]} (step {f.step}, idea {f.idea_id}): {speed} {f.objective_kind}"
         )
-        for cid, value in f.per_config_speedup.items():
-            lines.append(f"    config {cid:>8}: {value:.3f}x")
+        lines.extend(format_config_speedups(f.per_config_speedup, f.per_config_tolerance_used))
         lines.extend(format_gains(report.gains))
     lines.extend(format_candidates(report.best_candidates, report.candidates))
     lines.append("ideas (trials/successes, posterior mean):")

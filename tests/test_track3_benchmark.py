@@ -42,6 +42,9 @@ def test_runs_over_config_subsets_merge_into_one_table(tmp_path: Path) -> None:
     # The seed with default tunables is the reference: no failed element on either config.
     rows = [json.loads(p.read_text())["rows"][0] for p in parts]
     assert all(r["failed"]["frontier"][0] == 0 for r in rows)
+    # Bit for bit the reference: its worst element used none of the tolerance, and says so.
+    assert all(r["failed"]["frontier"][2] == 0.0 for r in rows)
+    assert " (0% of tol) |" in table
     # Every row names how each arm was timed (on the CPU: batched, no L2 flush).
     assert all(set(r["protocol"]) == {"baseline", "frontier"} for r in rows)
     assert all(p.startswith("batched-") for r in rows for p in r["protocol"].values())

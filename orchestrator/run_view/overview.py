@@ -23,6 +23,11 @@ class ConfigRow(BaseModel):
     correct: bool = Field(description="Every correctness trial passed.")
     failed_elements: int = Field(description="Failing output elements over all trials.")
     max_abs_error: float | None = Field(description="Largest |out - ref| seen.")
+    tolerance_used: float | None = Field(
+        default=None,
+        description="The largest share of its tolerance any element used, over all trials "
+        "(below 1 passes; near 1, a pass a fresh input may undo; None: not reported).",
+    )
     ms: float | None = Field(description="Median time of one call of the candidate, in ms.")
     baseline_ms: float | None = Field(description="Median time of one call of the baseline.")
     x_baseline: Ratio | None = Field(description="Speed over the baseline (> 1: faster).")
@@ -127,6 +132,7 @@ def evaluation_table(ledger: Ledger, data: RunData, summary: EvaluationSummary) 
                 correct=config.correct,
                 failed_elements=config.failed_elements,
                 max_abs_error=config.max_abs_error,
+                tolerance_used=config.tolerance_used,
                 ms=ns / 1e6 if ns is not None else None,
                 baseline_ms=base / 1e6 if base is not None else None,
                 x_baseline=ratios.get(BASELINE_ARM),

@@ -5,7 +5,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from harness.gate import check_output_type, count_failures, inputs_unchanged, judge_trial
+from harness.gate import (
+    check_output_type,
+    compare_outputs,
+    count_failures,
+    inputs_unchanged,
+    judge_trial,
+)
 from kernels.workload import Comparator, Tolerance, TrialSpec
 
 STRICT = Tolerance(atol=0.002, rtol=0.02, comparator=Comparator.STRICT)
@@ -94,3 +100,43 @@ def test_chunked_comparison_counts_like_the_whole_tensor(monkeypatch: pytest.Mon
     failed, max_abs = count_failures(out, ref, STRICT)
     assert (failed, max_abs) == (want[0], want[1])
     assert max_abs is not None and abs(max_abs - 9.0) < 1e-4 and failed > 4
+
+
+def test_tolerance_used_is_the_worst_elements_share_of_what_it_may_err() -> None:
+    ref = torch.tensor([0.0, 1.0, 10.0, -10.0])
+    # Allowed: 0.002 (atol), 0.02 (2% of 1), 0.2, 0.2. Shares: 0.5, 0.75, 0.95, 0.25.
+    out = ref + torch.tensor([0.001, 0.015, 0.19, 0.05])
+    comparison = compare_outputs(out, ref, STRICT)
+    assert comparison.failed == 0
+    assert comparison.tolerance_used == pytest.approx(0.95, rel=1e-4)
+    # Over the line by a hair: the share crosses 1 exactly where the comparator fails.
+    out[2] = ref[2] + 0.2001
+    over = compare_outputs(out, ref, STRICT)
+    assert over.failed == 1 and over.tolerance_used is not None and over.tolerance_used > 1
+    trial = judge_trial(TrialSpec(seed=1), ref + 0.001, ref, STRICT)
+    assert trial.passed and trial.tolerance_used == pytest.approx(0.5, rel=1e-4)
+
+
+def test_tolerance_used_ignores_non_finite_elements() -> None:
+    ref = torch.tensor([1.0, float("inf"), 0.0, 2.0])
+    out = torch.tensor([1.01, float("inf"), 0.0, float("nan")])
+    comparison = compare_outputs(out, ref, STRICT)
+    assert comparison.failed == 2  # inf == inf and the NaN both fail, but have no share
+    assert comparison.tolerance_used == pytest.approx(0.5, rel=1e-4)
+    assert compare_outputs(torch.tensor([float("nan")]), torch.tensor([1.0]), STRICT) == (
+        1,
+        None,
+        None,
+    )
+
+
+def test_chunked_tolerance_used_matches_the_whole_tensor(monkeypatch: pytest.MonkeyPatch) -> None:
+    import harness.gate as gate
+
+    g = torch.Generator().manual_seed(1)
+    ref = torch.randn(9, 17, generator=g)
+    out = ref + torch.randn(9, 17, generator=g) * 0.0005
+    whole = compare_outputs(out, ref, STRICT)
+    monkeypatch.setattr(gate, "_CHUNK_ELEMENTS", 16)
+    assert compare_outputs(out, ref, STRICT) == whole
+    assert whole.tolerance_used is not None and 0 < whole.tolerance_used < 1

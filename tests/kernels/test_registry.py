@@ -168,7 +168,7 @@ def test_workload_declarations_do_not_import_torch() -> None:
 def test_resolve_config_ids_accepts_screen_sets() -> None:
     workload = track3_workload()
     assert workload.resolve_config_ids("screen:cpu") == ("cpu-1", "cpu-3")
-    assert workload.resolve_config_ids("screen:official") == ("2", "1", "7", "13")
+    assert workload.resolve_config_ids("screen:official") == ("2", "1", "7", "8", "13")
     with pytest.raises(ValueError, match="no config set"):
         workload.resolve_config_ids("screen:nope")
 

@@ -43,6 +43,7 @@ def test_status_shows_the_best_candidates_rejected_ones_too(
 ) -> None:
     code, out, _ = _main(capsys, "status", "--run-dir", str(run_dir), "--candidates", "50")
     assert code == 0
+    text = out
     with Ledger.open_path(run_dir / "ledger.sqlite", create=False) as ledger:
         state = derive_state(ledger)
     table = out.split("candidates (the frontier", 1)[1].split("ideas (", 1)[0]
@@ -78,6 +79,16 @@ def test_status_shows_the_best_candidates_rejected_ones_too(
     }
     objectives = [r["objective"] for r in rows[1:] if r["objective"] is not None]
     assert objectives == sorted(objectives, reverse=True)
+    # How close the frontier's pass came to failing, per config: every share below 1 (it
+    # passed), reported for every config it was timed on, and shown in the text view.
+    frontier = json.loads(_main(capsys, "status", "--run-dir", str(run_dir), "--json")[1])[
+        "frontier"
+    ]
+    used = frontier["per_config_tolerance_used"]
+    assert set(used) == set(frontier["per_config_speedup"]) and used
+    assert all(0 <= share < 1 for share in used.values()), used
+    config_id, share = next(iter(used.items()))
+    assert f"config {config_id:>8}: " in text and f"(tolerance used {share:.0%})" in text
 
     with pytest.raises(SystemExit) as exited:
         cli.main(["status", "--run-dir", str(run_dir), "--candidates", "-3"])

@@ -16,6 +16,7 @@ from kernels.matchain.workload import SWEPT, matchain_workload
 from ledger import Ledger
 from orchestrator import service
 from orchestrator.composition import COMPOSE_IDEA
+from orchestrator.events import EventKind
 from orchestrator.export import ExportError
 from orchestrator.provenance import GainOrigin, frontier_gains
 from orchestrator.regime_scores import measured_scores
@@ -80,6 +81,18 @@ def test_the_frontier_passed_feasibility_and_only_a_checked_candidate_exports(
     assert state.feasibility == {frontier: True}
     manifest = service.export(run_dir, None, tmp_path / "frontier")
     assert (manifest.feasibility, manifest.feasibility_configs) == ("passed", ["long"])
+    # How close each pass came to failing travels with it: the check's worst element, and
+    # each timed config's, every one a share below 1 of what the tolerance allows.
+    with Ledger.open_path(run_dir / "ledger.sqlite", create=False) as ledger:
+        checks = [
+            e.payload["payload"]
+            for e in ledger.entries()
+            if e.payload.get("kind") == EventKind.FEASIBILITY
+        ]
+    assert [c["sha"] for c in checks] == [frontier]
+    assert 0 <= checks[0]["tolerance_used"] < 1
+    shares = [row.tolerance_used for row in manifest.per_config.values()]
+    assert shares and all(share is not None and 0 <= share < 1 for share in shares), shares
     # Any other candidate was never checked: not exported unless asked, and then marked.
     other = next(c.sha for c in state.candidates.values() if c.sha != frontier and c.expandable)
     with pytest.raises(ExportError, match=r"unchecked on the feasibility configs \['long'\]"):

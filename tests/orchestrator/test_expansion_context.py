@@ -40,6 +40,7 @@ def test_a_sweep_table_shows_correctness_and_ratios() -> None:
                 failed_elements=2,
                 total_elements=10,
                 max_abs_error=0.0021,
+                tolerance_used=1.05,
                 problem=None,
                 ratios=[ratio],
             )
@@ -48,5 +49,5 @@ def test_a_sweep_table_shows_correctness_and_ratios() -> None:
         trial_seeds=[1],
     )
     table = config_table(summary)
-    assert "| 7 | NO (2 failing) | 2.10e-03 | 2.500x [2.400, 2.600] | - |" in table
+    assert "| 7 | NO (2 failing) | 2.10e-03 | 105% | 2.500x [2.400, 2.600] | - |" in table
     assert config_table(None) == "(no full sweep recorded)"
