@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agents.expander import ExpansionOutcome
+from harness.models import Outcome
 from ledger import EventRecord, Ledger, StoredEvent, StoredMessage
 from orchestrator.events import (
     EvaluationSummary,
@@ -48,6 +49,17 @@ class CandidateView:
     def tainted(self) -> bool:
         """Its verdict came from a sweep measured under contention: nothing was learnt."""
         return bool(self.details.get("taint")) and not self.success
+
+    @property
+    def timed_out(self) -> bool:
+        """Its judge ran out of time (the stage's budget share, or the runner's cap): an
+        infrastructure outcome that says nothing of the candidate, its idea or its clade
+        (product.md). Runs 10 and 12 on the H200 charged split-fp32-fused-operands with two
+        screens cut at 78 s while Triton still compiled."""
+        return (
+            self.verdict is Verdict.FAILED_RUN
+            and self.details.get("reject_reason") == Outcome.TIMEOUT.value
+        )
 
     @property
     def expandable(self) -> bool:
@@ -212,7 +224,7 @@ class SearchState:
         candidates are not expandable."""
         nodes = []
         for cand in self.candidates.values():
-            if cand.parent_sha is None or cand.verdict is None or cand.tainted:
+            if cand.parent_sha is None or cand.verdict is None or cand.tainted or cand.timed_out:
                 outcome = NodeOutcome.UNTRIED
             else:
                 outcome = NodeOutcome.SUCCESS if cand.success else NodeOutcome.FAILURE
@@ -452,7 +464,8 @@ def _apply_candidates(state: SearchState, ledger: Ledger) -> None:
             state.frontier_sha = cand.sha
         idea = state.ideas.get(cand.idea_id or "")
         inherited = cand.sha in state.inherited_failures  # the parent's failure, not the idea's
-        if idea is not None and cand.parent_sha is not None and not cand.tainted:
+        scored = not (cand.tainted or cand.timed_out)  # infrastructure: nothing learnt
+        if idea is not None and cand.parent_sha is not None and scored:
             if cand.success:
                 idea.successes += 1
             elif not inherited:

@@ -202,3 +202,58 @@ def test_a_provider_error_with_retries_left_keeps_the_step_open(tmp_path: Path) 
             state = derive_state(ledger)
             assert state.steps[1].closed is (retries_left == 0)
     assert state.steps[1].expansion_attempts == 2 and state.ideas["fuse"].failures == 0
+
+
+def _judged_child(tmp_path: Path, verdict: str, reject_reason: str) -> SearchState:
+    """The seed's ledger plus one child of idea 'fuse' whose screen ended in `verdict`."""
+    child = "e" * 40
+    _ledger(tmp_path, [])
+    with Ledger.open_path(tmp_path / "ledger.sqlite") as ledger:
+        ledger.append(started(1).to_event(EventKind.STEP_STARTED))
+        ledger.append(
+            CandidateRecord(
+                sha=child,
+                tree_sha="f" * 40,
+                parent_sha=SEED,
+                step=1,
+                idea_id="fuse",
+                agent="offline",
+                message="m",
+                prompt_hash=None,
+                cost={},
+            )
+        )
+        details = {"step": 1, "success": False, "reject_reason": reject_reason}
+        ledger.append(
+            VerdictRecord(
+                candidate_sha=child,
+                verdict=verdict,
+                stage="screen",
+                reason=f"screen: {reject_reason}: ...",
+                objective=None,
+                details=details,
+            )
+        )
+        return derive_state(ledger)
+
+
+def test_a_judge_that_ran_out_of_time_is_not_scored(tmp_path: Path) -> None:
+    # product.md: timeouts never count as a node's or an idea's failure (the H200 charged an
+    # idea with screens cut at 78 s while Triton still compiled its kernels).
+    state = _judged_child(tmp_path, "failed_run", "timeout")
+    child = state.candidates["e" * 40]
+    assert child.timed_out and not child.expandable
+    assert (state.ideas["fuse"].successes, state.ideas["fuse"].failures) == (0, 0)
+    outcomes = {n.node_id: n.outcome.value for n in state.lineage()}
+    assert outcomes == {SEED: "untried", child.sha: "untried"}
+    assert state.steps[1].closed  # recorded apart: the step is over, the verdict stands
+
+
+@pytest.mark.parametrize("reason", ["runtime_error", "compile_error"])
+def test_a_candidate_that_crashed_is_scored(tmp_path: Path, reason: str) -> None:
+    # Can the check fail? The same ledger with a judge that finished and found a crash.
+    state = _judged_child(tmp_path, "failed_run", reason)
+    assert not state.candidates["e" * 40].timed_out
+    assert state.ideas["fuse"].failures == 1
+    outcomes = {n.node_id: n.outcome.value for n in state.lineage()}
+    assert outcomes["e" * 40] == "failure"
