@@ -18,7 +18,7 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
-from harness.gate import count_failures  # noqa: E402
+from harness.gate import compare_outputs  # noqa: E402
 from harness.organizer_timing import organizer_medians  # noqa: E402
 from kernels.candidate_tree import load_candidate  # noqa: E402
 from kernels.track3 import CONFIGS, generate_inputs  # noqa: E402
@@ -72,25 +72,26 @@ TRIALS = [TrialSpec(seed=s) for s in range(1234, 1239)] + [
 
 def check(
     seed: object, config_id: str, tunables: dict[str, str]
-) -> tuple[int, float, float, float]:
+) -> tuple[int, float, float, float, float]:
     config = CONFIGS[config_id]
     reference = build_reference_model(config, device="cuda", seed=1234)
     model = seed.OptimizedTransformer(config, {**BASE, **tunables})  # type: ignore[attr-defined]
     model.load_state_dict(reference.state_dict(), strict=True)
     model = model.cuda().eval()
     workload = track3_workload()
-    failed, worst = 0, 0.0
+    failed, worst, used = 0, 0.0, 0.0
     with torch.no_grad():
         for trial in TRIALS:
             x, mask = generate_inputs(
                 config, trial.seed, trial.padding_ratio, trial.input_scale, "cuda"
             )
-            bad, max_abs = count_failures(model(x, mask), reference(x, mask), workload.tolerance)
-            failed, worst = failed + bad, max(worst, max_abs or 0.0)
+            found = compare_outputs(model(x, mask), reference(x, mask), workload.tolerance)
+            failed, worst = failed + found.failed, max(worst, found.max_abs or 0.0)
+            used = max(used, found.tolerance_used or 0.0)
         x, mask = generate_inputs(config, 1234 + 100000, 0.0, 1.0, "cuda")
         calls = {"eager": lambda: reference(x, mask), "variant": lambda: model(x, mask)}
         medians = organizer_medians(calls, cuda=True)
-    return failed, worst, medians["eager"], medians["variant"]
+    return failed, worst, used, medians["eager"], medians["variant"]
 
 
 def main() -> None:
@@ -112,20 +113,23 @@ def main() -> None:
     prepare_process("cuda")
     seed = load_candidate(track3_workload().seed_entry(), "seed13")
     lines = [
-        "| config | variant | failed elements (9 trials) | max abs err | eager ms | variant ms "
-        "| x eager |",
-        "|---|---|---:|---:|---:|---:|---:|",
+        "| config | variant | failed elements (9 trials) | max abs err | tolerance used "
+        "| eager ms | variant ms | x eager |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
     ]
     for config_id in configs:
         for name, tunables in variants.items():
             started = time.perf_counter()
             try:
-                failed, worst, eager, ms = check(seed, config_id, tunables)
-                cells = f"{failed} | {worst:.4g} | {eager:.4f} | {ms:.4f} | {eager / ms:.2f}x"
+                failed, worst, used, eager, ms = check(seed, config_id, tunables)
+                cells = (
+                    f"{failed} | {worst:.4g} | {used:.0%} | {eager:.4f} | {ms:.4f} | "
+                    f"{eager / ms:.2f}x"
+                )
                 row = f"| {config_id} | {name} | {cells} |"
             except Exception as exc:  # a variant that does not build is a finding
                 error = f"error: {type(exc).__name__}: {str(exc)[:160]}"
-                row = f"| {config_id} | {name} | {error} | | | | |"
+                row = f"| {config_id} | {name} | {error} | | | | | |"
             print(row, f"({time.perf_counter() - started:.1f} s)", flush=True)
             lines.append(row)
             out.write_text("\n".join(lines) + "\n")
