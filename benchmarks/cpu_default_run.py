@@ -137,6 +137,9 @@ class RunInfo:
 
 def render(run_dir: Path, run: RunInfo) -> str:
     """The markdown report."""
+    sys.path.insert(0, str(ROOT))
+    from harness.models import share_text
+
     status = json.loads(ratchet("status", "--run-dir", str(run_dir), "--json"))
     steered = f', with `ratchet inject IDEA "{IDEA}"` injected while it ran' if run.steered else ""
     verify = ratchet("ledger", "verify", "--run-dir", str(run_dir)).strip()
@@ -191,7 +194,8 @@ def render(run_dir: Path, run: RunInfo) -> str:
         key=lambda kv: (not kv[0].isdigit(), int(kv[0]) if kv[0].isdigit() else 0, kv[0]),
     )
     lines += [
-        f"| {cid} | {v:.3f}x | {f'{used[cid]:.0%}' if cid in used else '-'} |" for cid, v in ordered
+        f"| {cid} | {v:.3f}x | {share_text(used[cid]) if cid in used else '-'} |"
+        for cid, v in ordered
     ]
     lines += ["", "## Ideas", "", "| idea | source | trials | successes |", "|---|---|---:|---:|"]
     for idea in sorted(status["ideas"], key=lambda i: (-i["trials"], i["id"])):

@@ -42,6 +42,7 @@ from harness.models import (  # noqa: E402
     DevicePeaks,
     EvaluationRequest,
     TimingPlan,
+    share_text,
 )
 from harness.organizer_timing import PROTOCOL, organizer_medians  # noqa: E402
 from harness.qualify import qualify_device  # noqa: E402
@@ -267,7 +268,8 @@ def render(report: dict[str, Any]) -> str:
         fc = "-" if "compiled" not in failed else f"{failed['compiled'][0]:,}"
         ff = f"{failed['frontier'][0]:,} / {failed['frontier'][1]:,}"
         if len(failed["frontier"]) > 2 and failed["frontier"][2] is not None:
-            ff += f" ({failed['frontier'][2]:.0%} of tol)"  # how close the pass came to failing
+            # How close the pass came to failing.
+            ff += f" ({share_text(failed['frontier'][2])} of tol)"
         floor = f"{front / r['floor_ns']:.1f}" if front and r.get("floor_ns") else "-"
         first = r["first_call_s"].get("compiled")
         lines.append(

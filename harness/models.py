@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import math
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -230,6 +231,15 @@ class ProfileRow(BaseModel):
     calls: int = Field(description="Times it ran over the profiled calls.")
     device_us: float = Field(description="Total self time on the device (CPU time on a CPU).")
     share: float = Field(description="Fraction of the profiled device time.")
+
+
+def share_text(share: float) -> str:
+    """A share of the tolerance as a percentage: 0.045%, 98.5%, 105.0%. Cut, never rounded,
+    to one decimal from 1% up, so a pass (below 1) never reads as 100%; two significant
+    digits below 1%, where a fixed decimal would show an exact-looking 0%."""
+    if share < 0.01:
+        return f"{share * 100:.2g}%"
+    return f"{math.floor(share * 1000) / 10:.1f}%"
 
 
 class TrialResult(BaseModel):

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import git
 
 from agents.expander import ExpansionContext
+from harness.models import share_text
 from kernels.workload import Workload
 from ledger import Ledger
 from orchestrator.events import EvaluationSummary, EventKind, Stage, StepStarted
@@ -67,7 +68,7 @@ def config_table(summary: EvaluationSummary | None) -> str:
     ]
     for c in summary.configs:
         err = f"{c.max_abs_error:.2e}" if c.max_abs_error is not None else "-"
-        used = f"{c.tolerance_used:.0%}" if c.tolerance_used is not None else "-"
+        used = share_text(c.tolerance_used) if c.tolerance_used is not None else "-"
         correct = "yes" if c.correct else f"NO ({c.failed_elements} failing)"
         rows.append(
             f"| {c.config_id} | {correct} | {err} | {used} | {_ratio(c.ratios, 'baseline')} | "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import secrets
 
-from harness.models import EvaluationRequest, Outcome
+from harness.models import EvaluationRequest, Outcome, share_text
 from harness.trials import correctness_trials, new_salt
 from orchestrator.evaluation import commit_arm, judge, tolerance_used
 from orchestrator.events import EventKind, FeasibilityChecked
@@ -60,7 +60,7 @@ def check_feasibility(ctx: LoopContext, sha: str) -> FeasibilityChecked:
     ctx.ledger.append(checked.to_event(EventKind.FEASIBILITY))
     verdict = "passed" if checked.passed else f"FAILED ({checked.message[:200]})"
     used = checked.tolerance_used
-    worst = f", the worst used {used:.0%} of its tolerance" if used is not None else ""
+    worst = f", the worst used {share_text(used)} of its tolerance" if used is not None else ""
     ctx.reporter.line(
         f"  feasibility: {verdict}; {checked.failed_elements:,} of {checked.elements:,} "
         f"elements outside the tolerance{worst} ({checked.wall_s:.1f} s)"

@@ -12,7 +12,14 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from harness.models import ArmKind, ArmSpec, EvaluationRequest, EvaluationResult, Outcome
+from harness.models import (
+    ArmKind,
+    ArmSpec,
+    EvaluationRequest,
+    EvaluationResult,
+    Outcome,
+    share_text,
+)
 from harness.runner import RunnerSettings, run_evaluation
 from harness.static_checks import Finding, check_sources
 from harness.trials import correctness_trials, new_salt, recheck_trials
@@ -338,7 +345,7 @@ def format_judge_report(report: JudgeReport) -> str:
         speed = f"{row.speedup:.3f}x [{row.ci_low:.3f}, {row.ci_high:.3f}]" if row.speedup else "-"
         status = "ok" if row.correct else f"FAILED {row.failed_elements}/{row.total_elements}"
         if row.tolerance_used is not None:  # how close a pass came to failing
-            status += f", {row.tolerance_used:.0%} of tol"
+            status += f", {share_text(row.tolerance_used)} of tol"
         lines.append(f"  config {row.config_id:>8}: {status:<24} {speed}  {row.protocol}")
     if report.speedup is not None:
         lines.append(

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from harness.models import share_text
 from ledger import Ledger, VerifyReport
 from orchestrator.provenance import FrontierGain, format_gains, frontier_gains
 from orchestrator.state import CandidateView, SearchState, derive_state
@@ -281,7 +282,7 @@ def format_config_speedups(speedups: dict[str, float], used: dict[str, float]) -
     (a pass at 98% is one fresh input away from failing)."""
     lines = []
     for cid, value in speedups.items():
-        share = f"  (tolerance used {used[cid]:.0%})" if cid in used else ""
+        share = f"  (tolerance used {share_text(used[cid])})" if cid in used else ""
         lines.append(f"    config {cid:>8}: {value:.3f}x{share}")
     return lines
 

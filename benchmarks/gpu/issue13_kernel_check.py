@@ -19,6 +19,7 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 
 from harness.gate import compare_outputs  # noqa: E402
+from harness.models import share_text  # noqa: E402
 from harness.organizer_timing import organizer_medians  # noqa: E402
 from kernels.candidate_tree import load_candidate  # noqa: E402
 from kernels.track3 import CONFIGS, generate_inputs  # noqa: E402
@@ -123,7 +124,7 @@ def main() -> None:
             try:
                 failed, worst, used, eager, ms = check(seed, config_id, tunables)
                 cells = (
-                    f"{failed} | {worst:.4g} | {used:.0%} | {eager:.4f} | {ms:.4f} | "
+                    f"{failed} | {worst:.4g} | {share_text(used)} | {eager:.4f} | {ms:.4f} | "
                     f"{eager / ms:.2f}x"
                 )
                 row = f"| {config_id} | {name} | {cells} |"

@@ -12,6 +12,7 @@ import jinja2
 from fastapi import HTTPException, Request
 from fastapi.responses import HTMLResponse
 
+from harness.models import share_text
 from ledger import Ledger, LedgerError
 from orchestrator import service
 from orchestrator.dashboard.security import Guard
@@ -48,6 +49,7 @@ def make_templates() -> jinja2.Environment:
     )
     env.filters["ratio"] = _ratio
     env.filters["num"] = _number
+    env.filters["share"] = lambda value: "-" if value is None else share_text(value)
     env.globals["nav"] = NAV
     return env
 

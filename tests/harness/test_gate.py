@@ -12,6 +12,7 @@ from harness.gate import (
     inputs_unchanged,
     judge_trial,
 )
+from harness.models import share_text
 from kernels.workload import Comparator, Tolerance, TrialSpec
 
 STRICT = Tolerance(atol=0.002, rtol=0.02, comparator=Comparator.STRICT)
@@ -140,3 +141,11 @@ def test_chunked_tolerance_used_matches_the_whole_tensor(monkeypatch: pytest.Mon
     monkeypatch.setattr(gate, "_CHUNK_ELEMENTS", 16)
     assert compare_outputs(out, ref, STRICT) == whole
     assert whole.tolerance_used is not None and 0 < whole.tolerance_used < 1
+
+
+@pytest.mark.parametrize(
+    ("share", "text"),
+    [(0.000446, "0.045%"), (0.0, "0%"), (0.5, "50.0%"), (0.9996, "99.9%"), (1.05, "105.0%")],
+)
+def test_a_share_of_the_tolerance_reads_without_rounding_a_pass_up(share: float, text: str) -> None:
+    assert share_text(share) == text

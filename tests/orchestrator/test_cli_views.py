@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.models import share_text
 from harness.runner import RunnerSettings
 from ledger import Ledger
 from orchestrator import cli, service
@@ -88,7 +89,7 @@ def test_status_shows_the_best_candidates_rejected_ones_too(
     assert set(used) == set(frontier["per_config_speedup"]) and used
     assert all(0 <= share < 1 for share in used.values()), used
     config_id, share = next(iter(used.items()))
-    assert f"config {config_id:>8}: " in text and f"(tolerance used {share:.0%})" in text
+    assert f"config {config_id:>8}: " in text and f"(tolerance used {share_text(share)})" in text
 
     with pytest.raises(SystemExit) as exited:
         cli.main(["status", "--run-dir", str(run_dir), "--candidates", "-3"])

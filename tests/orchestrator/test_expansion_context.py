@@ -49,5 +49,5 @@ def test_a_sweep_table_shows_correctness_and_ratios() -> None:
         trial_seeds=[1],
     )
     table = config_table(summary)
-    assert "| 7 | NO (2 failing) | 2.10e-03 | 105% | 2.500x [2.400, 2.600] | - |" in table
+    assert "| 7 | NO (2 failing) | 2.10e-03 | 105.0% | 2.500x [2.400, 2.600] | - |" in table
     assert config_table(None) == "(no full sweep recorded)"
