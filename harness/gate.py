@@ -35,8 +35,8 @@ class Comparison(NamedTuple):
     failed: int
     max_abs: float | None  # largest |out - ref| over finite elements
     # The worst finite element's |out - ref| over what the tolerance allows it there,
-    # max(atol, rtol * |ref|): below 1 passes (at most 1, inclusive). A pass at 0.98 is one
-    # fresh input away from failing; the gate's verdict alone cannot say so.
+    # max(atol, rtol * |ref|): below 1 passes (at most 1, inclusive). A pass at 0.98 may be
+    # one fresh input away from failing; the gate's verdict alone cannot say so.
     tolerance_used: float | None
 
 

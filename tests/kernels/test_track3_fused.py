@@ -222,14 +222,12 @@ def test_a_broken_pipelined_loop_fails_the_gate(tmp_path: Path, broken: tuple[st
 FP32_OPERANDS = ("fused_projection_operands", "fused_attention_operands", "fused_ffn_operands")
 
 
-@pytest.mark.parametrize("mode", ["tf32x3", "tf32"])
-def test_fp32_operand_modes_reach_every_gemm_group(mode: str) -> None:
-    # The interpreter computes a dot in fp32 whatever input_precision says, so TF32 operands
-    # (three products or one) run there as exact fp32 products: far closer to the reference
-    # than fp16 operands on the same inputs. Wired to fp16 anywhere, a group would round like
-    # fp16. (On the H200 one TF32 product rounds like the reference's own GEMMs.)
+def test_split_fp32_operands_reach_every_gemm_group() -> None:
+    # The interpreter computes a dot in fp32 whatever input_precision says, so three-TF32
+    # operands run there as exact fp32 products: far closer to the reference than fp16
+    # operands on the same inputs. Wired to fp16 anywhere, a group would round like fp16.
     fp16: Case = ("cpu-2", "fp32", 0.25, "auto")
-    chosen = dict.fromkeys(FP32_OPERANDS, mode)
+    chosen = dict.fromkeys(FP32_OPERANDS, "tf32x3")
     cases: list[Case] = [fp16, ("cpu-2", "fp32", 0.25, "auto", {}, chosen)]
     rows = run_interpreted(cases)
     assert all(row["failed"] == 0 and row["fits"] for row in rows), rows
@@ -245,8 +243,8 @@ def test_fused_min_width_sends_narrower_models_to_the_torch_path() -> None:
 
 
 def test_packs_follow_the_operand_tunables_whatever_the_torch_path_precision() -> None:
-    """The packs are fp16 unless a weight GEMM takes fp32 operands (IEEE, three TF32 products
-    or one), while matmul_precision keeps governing the torch path."""
+    """The packs are fp16 unless a weight GEMM takes fp32 operands (IEEE or three TF32
+    products), while matmul_precision keeps governing the torch path."""
     import torch
 
     from kernels.track3 import CONFIGS
@@ -263,7 +261,7 @@ def test_packs_follow_the_operand_tunables_whatever_the_torch_path_precision() -
         ("fused_ffn_operands", torch.float32),
         ("fused_attention_operands", torch.float16),  # K/V become fp32, the weights do not
     ):
-        for value in ("fp32_ieee", "tf32x3", "tf32"):
+        for value in ("fp32_ieee", "tf32x3"):
             model = seed.OptimizedTransformer(
                 CONFIGS["cpu-3"], {"fused_kernel": "triton", name: value}
             )
@@ -272,8 +270,6 @@ def test_packs_follow_the_operand_tunables_whatever_the_torch_path_precision() -
     chosen = {"fused_attention_operands": "fp32_ieee", "fused_ffn_operands": "tf32x3"}
     modes = fused.operand_modes({**model.tunables, "fused_projection_operands": "fp16", **chosen})
     assert modes == {"PREC_QKV": 0, "PREC_ATT": 1, "PREC_FFN": 2}
-    modes = fused.operand_modes({**model.tunables, **dict.fromkeys(FP32_OPERANDS, "tf32")})
-    assert modes == {"PREC_QKV": 3, "PREC_ATT": 3, "PREC_FFN": 3}
 
 
 SPLIT = {"fused_boundary": "separate"}

@@ -88,22 +88,22 @@ TUNABLE_SPACE = {
     },
     "fused_projection_operands": {
         "requires": {"fused_kernel": "triton"},
-        "values": ["fp16", "fp32_ieee", "tf32x3", "tf32"],
+        "values": ["fp16", "fp32_ieee", "tf32x3"],
         "doc": "operands of the fused kernels' Q/K/V and out_proj GEMMs: fp16 with fp32 "
-        "accumulation, fp32 with IEEE products (exact, slower), fp32 as three TF32 products "
-        "(near-fp32 error), or as one TF32 product (the reference's own GEMM precision)",
+        "accumulation, fp32 with IEEE products (exact, slower), or fp32 as three TF32 "
+        "products on the tensor cores (near-fp32 error)",
     },
     "fused_attention_operands": {
         "requires": {"fused_kernel": "triton"},
-        "values": ["fp16", "fp32_ieee", "tf32x3", "tf32"],
+        "values": ["fp16", "fp32_ieee", "tf32x3"],
         "doc": "operands of the fused attention's QK^T and PV products (and the stored K/V): "
-        "fp16, fp32 with IEEE products, fp32 as three TF32 products, or as one",
+        "fp16, fp32 with IEEE products, or fp32 as three TF32 products",
     },
     "fused_ffn_operands": {
         "requires": {"fused_kernel": "triton"},
-        "values": ["fp16", "fp32_ieee", "tf32x3", "tf32"],
+        "values": ["fp16", "fp32_ieee", "tf32x3"],
         "doc": "operands of the fused FFN's two GEMMs: fp16, fp32 with IEEE products, or fp32 "
-        "as three TF32 products, or as one",
+        "as three TF32 products",
     },
     "fused_rows": {
         "requires": {"fused_kernel": "triton"},

@@ -17,14 +17,13 @@ if HAVE_TRITON:
     @triton.jit
     def _dot(a, b, PREC: tl.constexpr):
         """a @ b with fp32 accumulation. PREC (fused.OPERAND_MODES): 0 fp16 operands; 1 fp32
-        operands with IEEE products; 2 fp32 operands as three TF32 products (hi*hi + hi*lo +
-        lo*hi: near-fp32 error); 3 fp32 operands as one TF32 product, the reference's own."""
+        operands with IEEE products (Triton would otherwise round fp32 operands to TF32);
+        2 fp32 operands as three TF32 products (hi*hi + hi*lo + lo*hi: near-fp32 error on
+        the tensor cores)."""
         if PREC == 1:
             return tl.dot(a.to(tl.float32), b.to(tl.float32), input_precision="ieee")
         if PREC == 2:
             return tl.dot(a.to(tl.float32), b.to(tl.float32), input_precision="tf32x3")
-        if PREC == 3:
-            return tl.dot(a.to(tl.float32), b.to(tl.float32), input_precision="tf32")
         return tl.dot(a.to(tl.float16), b.to(tl.float16))
 
     @triton.jit
