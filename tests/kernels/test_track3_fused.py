@@ -111,12 +111,12 @@ def test_fused_kernels_pass_the_gate_on_cpu_shapes() -> None:
         assert row["padded_rows_zero"] in (None, True), case
 
 
-def broken_seed_script(tmp_path: Path, old: str, new: str) -> str:
-    """SCRIPT over a copy of the seed whose fused_kernels.py has `old` replaced by `new`."""
+def broken_seed_script(tmp_path: Path, old: str, new: str, path: str = "fused_kernels.py") -> str:
+    """SCRIPT over a copy of the seed whose `path` has `old` replaced by `new`."""
     sources = track3_workload().seed_sources()
-    kernels = sources["fused_kernels.py"]
-    sources["fused_kernels.py"] = kernels.replace(old, new)
-    assert sources["fused_kernels.py"] != kernels, old
+    kernels = sources[path]
+    sources[path] = kernels.replace(old, new)
+    assert sources[path] != kernels, old
     write_tree(sources, tmp_path)
     module = tmp_path / "candidate.py"
     script = SCRIPT.replace("track3_workload().seed_entry()", f"Path({str(module)!r})", 1)
@@ -384,3 +384,53 @@ def test_the_fused_and_the_torch_path_read_their_own_tunables() -> None:
     torch_only = {"matmul_precision", "gelu", "attention", "whole_model_compile"}
     assert fused_only <= fused and not fused_only & torch_path
     assert torch_only <= torch_path and not torch_only & fused
+
+
+NORMALIZED_SCRIPT = SCRIPT.replace(
+    "    rows.append(row)",
+    """    if tunables.get("fused_softmax") == "normalized":  # and the same inputs online
+        model.tunables["fused_softmax"] = "online"
+        with torch.no_grad():
+            online = fused.fused_forward(model, model._packs(), x, mask)
+        row["max_abs_vs_online"] = float((got - online).abs().max())
+    rows.append(row)""",
+)
+NORMALIZED = {"fused_softmax": "normalized"}
+
+
+def test_normalized_softmax_passes_the_gate_and_rounds_otherwise_than_the_online_one() -> None:
+    # Rows over several key blocks (16 keys a block, 40 and 64 tokens), padded and not, in one
+    # kernel per layer and split in two. Probabilities normalized before the PV product round
+    # to fp16 otherwise than unnormalized ones: close to the online result, never equal to it
+    # (equal would mean the second pass never ran).
+    odd = {"batch_size": 2, "seq_len": 40, "d_model": 96, "num_heads": 3, "ffn_dim": 80}
+    cases: list[Case] = [
+        (
+            "cpu-5",
+            "fp32",
+            0.5,
+            "auto",
+            {**odd, "num_layers": 2},
+            {**NORMALIZED, "fused_keys": "16"},
+        ),
+        ("cpu-3", "fp32", 0.0, "auto", {}, NORMALIZED),
+        ("cpu-2", "fp32", 0.25, "16", {}, {**SPLIT, **NORMALIZED, "fused_keys": "16"}),
+    ]
+    rows = run_interpreted(cases, NORMALIZED_SCRIPT)
+    for case, row in zip(cases, rows, strict=True):
+        assert row["fits"], case
+        assert row["failed"] == 0, (case, row)
+        assert row["padded_rows_zero"] in (None, True), case
+        assert 0.0 < cast(float, row["max_abs_vs_online"]) < 2e-3, (case, row)
+
+
+def test_a_normalized_softmax_that_skips_the_division_fails_the_gate(tmp_path: Path) -> None:
+    # Can the check fail? The second pass without its division by each row's sum.
+    script = broken_seed_script(
+        tmp_path,
+        "p = tl.exp(s - m_i[:, :, None]) / l_i[:, :, None]",
+        "p = tl.exp(s - m_i[:, :, None])",
+        path="fused_ops.py",
+    )
+    rows = run_interpreted([("cpu-3", "fp32", 0.0, "auto", {}, NORMALIZED)], script)
+    assert rows[0]["fits"] and rows[0]["failed"] > 0  # type: ignore[operator]

@@ -17,7 +17,7 @@ def test_the_seed_package_ships_as_one_standalone_file() -> None:
     submission = build_submission(WORKLOAD.seed_sources(), WORKLOAD)
     assert submission.form is SubmissionForm.BUNDLE
     assert list(submission.files) == ["submission.py"] == [submission.entry_module]
-    assert "10 modules bundled" in submission.note
+    assert "11 modules bundled" in submission.note
     assert "from ." not in submission.files["submission.py"]
 
 

@@ -1,15 +1,14 @@
 """Track3 candidate: the reference arithmetic behind declared, composable tunables.
 
-A drop-in for the organizer's ``UserOptimizedTransformer``: same constructor, same parameter
-names (strict ``load_state_dict`` of the reference weights works), ``forward(x,
-valid_token_mask=None)``. It imports nothing but torch (and triton where installed). This is
-the entry module of a package whose siblings hold the parts by concern: ``attention``,
-``block`` (the pre-LN block and FFN), ``fused_kernels`` and ``fused_split`` (the Triton
-kernels), ``fused`` (their host side), ``capture`` (CUDA graphs), ``chunking`` (memory-bounded
-batches), ``common`` (masking and caches). ``ratchet export`` bundles them into one file.
-
-The search edits only the ``TUNABLES`` block (offline expander) or the code itself (LLM
-expanders). With the default tunables the forward pass is the reference, bit for bit.
+A drop-in for the organizer's ``UserOptimizedTransformer`` (same constructor and parameter
+names, strict ``load_state_dict`` works, ``forward(x, valid_token_mask=None)``), importing
+only torch (and triton where installed). The entry module of a package whose siblings hold the
+parts by concern: ``attention``, ``block`` (pre-LN block, FFN), ``fused_ops``,
+``fused_kernels`` and ``fused_split`` (Triton kernels), ``fused`` (their host side),
+``capture`` (CUDA graphs), ``chunking`` (memory-bounded batches), ``common`` (masking,
+caches). ``ratchet export`` bundles them into one file. The search edits the ``TUNABLES``
+block (offline expander) or the code (LLM expanders); the defaults are the reference, bit for
+bit.
 """
 
 from __future__ import annotations
@@ -67,18 +66,15 @@ TUNABLE_SPACE = {
     "fused_kernel": {
         "values": ["none", "triton"],
         "doc": "torch operators per layer, or (CUDA, narrow models) fused Triton kernels per "
-        "layer (as fused_boundary cuts it): LayerNorms, projections, causal online-softmax "
-        "attention, out_proj, exact-GELU FFN and residuals in registers, K/V of the next layer "
-        "written by the kernel that ends the layer; operands as the fused_*_operands tunables "
-        "say (matmul_precision governs only the torch path), shapes the kernels do not serve "
-        "keep the torch path",
+        "layer as fused_boundary cuts it: LayerNorms, projections, causal attention, out_proj, "
+        "exact-GELU FFN, residuals and the next layer's K/V in registers, operands as the "
+        "fused_*_operands say; shapes the kernels do not serve keep the torch path",
     },
     "fused_boundary": {
         "requires": {"fused_kernel": "triton"},
         "values": ["layer", "separate"],
-        "doc": "where the fused kernels cut a layer: one kernel, or two (LN1, attention, "
-        "out_proj, residual; then LN2, FFN, residual, the next K/V), the residual through "
-        "memory: fewer live registers per kernel for one more launch per layer",
+        "doc": "one fused kernel per layer, or two (the attention half, then the FFN half and "
+        "the next K/V), the residual through memory: fewer live registers, one more launch",
     },
     "fused_min_width": {
         "requires": {"fused_kernel": "triton"},
@@ -132,6 +128,12 @@ TUNABLE_SPACE = {
         "values": ["auto", "1", "2", "3", "4"],
         "doc": "software-pipelining stages of the fused kernels' loops (auto: Triton's default)",
     },
+    "fused_softmax": {
+        "requires": {"fused_kernel": "triton"},
+        "values": ["online", "normalized"],
+        "doc": "fused attention's softmax: one pass, normalized after the PV product, or each "
+        "row's max and sum first, then probabilities normalized before PV (QK^T twice)",
+    },
     "fused_weight_loads": {
         "requires": {"fused_kernel": "triton"},
         "values": ["in_order", "pipelined_2", "pipelined_3"],
@@ -145,13 +147,11 @@ TUNABLE_SPACE = {
     },
     "whole_model_compile": {
         "values": ["none", "default", "max-autotune-no-cudagraphs"],
-        "doc": "torch.compile the unfused forward (CUDA only; the shared Inductor cache makes "
-        "unchanged code cheap to rebuild)",
+        "doc": "torch.compile the unfused forward (CUDA only; the shared Inductor cache)",
     },
     "graph_capture": {
         "values": ["none", "cuda_graph"],
-        "doc": "launch every kernel from Python, or capture the whole forward in a CUDA graph "
-        "per input shape and replay it (CUDA only; removes the per-launch host overhead)",
+        "doc": "launch every kernel from Python, or replay the forward as a CUDA graph per shape",
     },
 }
 
@@ -177,6 +177,7 @@ TUNABLES = {
     "fused_attention_operands": "fp16",
     "fused_ffn_operands": "fp16",
     "fused_weight_loads": "in_order",
+    "fused_softmax": "online",
     "batch_chunk": "none",
     "whole_model_compile": "none",
     "graph_capture": "none",
@@ -235,8 +236,7 @@ class OptimizedTransformer(nn.Module):
         self._graphs.clear()
         self._compiled = None
         for module in self.modules():
-            for cache_attr in ("_weights", "_fused"):
-                cache = getattr(module, cache_attr, None)
+            for cache in (getattr(module, "_weights", None), getattr(module, "_fused", None)):
                 if isinstance(cache, DerivedCache):
                     cache.key = None
 

@@ -43,6 +43,8 @@ OPERAND_MODES = {"fp16": 0, "fp32_ieee": 1, "tf32x3": 2}
 # fused_weight_loads -> the kernels' PIPE: 0 unrolled, else the software-pipelining depth of the
 # loops over the FFN blocks' and K/V's weights.
 WEIGHT_LOADS = {"in_order": 0, "pipelined_2": 2, "pipelined_3": 3}
+# fused_softmax -> the kernels' NORM: 0 online (one pass), 1 normalized before the PV product.
+SOFTMAX = {"online": 0, "normalized": 1}
 
 
 def operand_modes(tunables: SettingsRead | dict[str, str]) -> dict[str, int]:
@@ -151,6 +153,7 @@ def fused_meta(model: Any, x: torch.Tensor) -> dict[str, Any]:
         else {"num_stages": int(tunables["fused_stages"])},
         "operands": operand_modes(tunables),
         "pipe": WEIGHT_LOADS[tunables["fused_weight_loads"]],
+        "norm": SOFTMAX[tunables["fused_softmax"]],
         "scale": (width // heads) ** -0.5,
         "eps": first.norm1.eps,
     }
@@ -225,6 +228,7 @@ def fused_forward(
             scale=meta["scale"],
             eps=meta["eps"],
             PIPE=meta["pipe"],
+            NORM=meta["norm"],
             **operands,
             **launch,
             **shape,

@@ -12,49 +12,9 @@ try:
 except ImportError:  # CPU-only installs: the torch path serves every shape
     HAVE_TRITON = False
 
+from .fused_ops import _attention_rows, _dot, _layer_norm, _linear
+
 if HAVE_TRITON:
-
-    @triton.jit
-    def _dot(a, b, PREC: tl.constexpr):
-        """a @ b with fp32 accumulation. PREC (fused.OPERAND_MODES): 0 fp16 operands; 1 fp32
-        operands with IEEE products (Triton would otherwise round fp32 operands to TF32);
-        2 fp32 operands as three TF32 products (hi*hi + hi*lo + lo*hi: near-fp32 error on
-        the tensor cores)."""
-        if PREC == 1:
-            return tl.dot(a.to(tl.float32), b.to(tl.float32), input_precision="ieee")
-        if PREC == 2:
-            return tl.dot(a.to(tl.float32), b.to(tl.float32), input_precision="tf32x3")
-        return tl.dot(a.to(tl.float16), b.to(tl.float16))
-
-    @triton.jit
-    def _layer_norm(x, w_ptr, b_ptr, cols, D: tl.constexpr, eps):
-        """Row LayerNorm of an fp32 tile whose columns >= D are zero."""
-        live = cols < D
-        mean = tl.sum(x, axis=1) / D
-        centred = tl.where(live[None, :], x - mean[:, None], 0.0)
-        var = tl.sum(centred * centred, axis=1) / D
-        w = tl.load(w_ptr + cols, mask=live, other=0.0)
-        b = tl.load(b_ptr + cols, mask=live, other=0.0)
-        return centred * (1.0 / tl.sqrt(var + eps))[:, None] * w[None, :] + b[None, :]
-
-    @triton.jit
-    def _linear(
-        h,
-        w_ptr,
-        b_ptr,
-        N: tl.constexpr,
-        K: tl.constexpr,
-        N_PAD: tl.constexpr,
-        K_PAD: tl.constexpr,
-        PREC: tl.constexpr,
-    ):
-        """h @ W^T + b in fp32 for a row-major W [N, K]; columns >= N are exactly 0."""
-        ks = tl.arange(0, K_PAD)
-        ns = tl.arange(0, N_PAD)
-        live = (ks[:, None] < K) & (ns[None, :] < N)
-        wt = tl.load(w_ptr + ns[None, :] * K + ks[:, None], mask=live, other=0.0)
-        bias = tl.load(b_ptr + ns, mask=ns < N, other=0.0)
-        return _dot(h, wt, PREC) + bias[None, :]
 
     @triton.jit
     def _store_kv(
@@ -114,60 +74,6 @@ if HAVE_TRITON:
         h = _layer_norm(x, vec, vec + D, cols, D, eps)
         kv = kv_ptr + seq * H_PAD * 2 * S * DH_PAD
         _store_kv(h, mat, vec, kv, rows, S, D, H_PAD * DH_PAD, DH_PAD, D_PAD, PREC_QKV, PIPE)
-
-    @triton.jit
-    def _attention_rows(
-        h,
-        kv_ptr,
-        mat,
-        vec,
-        rows,
-        m0,
-        S,
-        scale,
-        D: tl.constexpr,
-        H_PAD: tl.constexpr,
-        DH_PAD: tl.constexpr,
-        D_PAD: tl.constexpr,
-        BM: tl.constexpr,
-        BN: tl.constexpr,
-        PREC_QKV: tl.constexpr,
-        PREC_ATT: tl.constexpr,
-    ):
-        """Causal attention of these query rows over the stored K/V, all heads batched, through
-        out_proj without its bias. Padded heads and head columns carry zero weights.
-
-        Right padding needs no key mask: a valid query i sees keys j <= i, all valid."""
-        HP: tl.constexpr = H_PAD * DH_PAD
-        q = _linear(h, mat, vec + 2 * D, HP, D, HP, D_PAD, PREC_QKV).to(kv_ptr.dtype.element_ty)
-        q = tl.permute(tl.reshape(q, (BM, H_PAD, DH_PAD)), (1, 0, 2))
-        heads = tl.arange(0, H_PAD)[:, None, None] * 2 * S * DH_PAD
-        ds = tl.arange(0, DH_PAD)[None, None, :]
-        m_i = tl.full((H_PAD, BM), float("-inf"), dtype=tl.float32)
-        l_i = tl.zeros((H_PAD, BM), dtype=tl.float32)
-        ctx = tl.zeros((H_PAD, BM, DH_PAD), dtype=tl.float32)
-        for n0 in range(0, m0 + BM, BN):  # causal: no key beyond the block's last row
-            keys = n0 + tl.arange(0, BN)
-            at = kv_ptr + heads + keys[None, :, None] * DH_PAD + ds
-            kmask = (keys < S)[None, :, None]
-            k = tl.load(at, mask=kmask, other=0.0)
-            v = tl.load(at + S * DH_PAD, mask=kmask, other=0.0)
-            s = _dot(q, tl.permute(k, (0, 2, 1)), PREC_ATT) * scale
-            seen = (keys[None, :] <= rows[:, None]) & (keys[None, :] < S)
-            s = tl.where(seen[None, :, :], s, -float("inf"))
-            m_new = tl.maximum(m_i, tl.max(s, axis=2))
-            p = tl.exp(s - m_new[:, :, None])
-            alpha = tl.exp(m_i - m_new)
-            l_i = l_i * alpha + tl.sum(p, axis=2)
-            ctx = ctx * alpha[:, :, None] + _dot(p, v, PREC_ATT)
-            m_i = m_new
-        ctx = ctx / l_i[:, :, None]
-        ctx = tl.reshape(tl.permute(ctx, (1, 0, 2)), (BM, HP))
-        cs = tl.arange(0, HP)
-        ns = tl.arange(0, D_PAD)
-        wo = mat + 3 * HP * D
-        wt = tl.load(wo + ns[None, :] * HP + cs[:, None], mask=(ns < D)[None, :], other=0.0)
-        return _dot(ctx, wt, PREC_QKV)
 
     @triton.jit
     def _ffn_rows(
@@ -249,6 +155,7 @@ if HAVE_TRITON:
         PREC_ATT: tl.constexpr,
         PREC_FFN: tl.constexpr,
         PIPE: tl.constexpr,
+        NORM: tl.constexpr,
     ):
         """One pre-LN block for BM rows of one sequence, then either the next layer's K/V of
         these rows or (after the last layer) the final LayerNorm.
@@ -269,7 +176,23 @@ if HAVE_TRITON:
         h = _layer_norm(x, vec, vec + D, cols, D, eps)
         kv = kv_in + seq * H_PAD * 2 * S * DH_PAD
         attn = _attention_rows(
-            h, kv, mat, vec, rows, m0, S, scale, D, H_PAD, DH_PAD, D_PAD, BM, BN, PREC_QKV, PREC_ATT
+            h,
+            kv,
+            mat,
+            vec,
+            rows,
+            m0,
+            S,
+            scale,
+            D,
+            H_PAD,
+            DH_PAD,
+            D_PAD,
+            BM,
+            BN,
+            PREC_QKV,
+            PREC_ATT,
+            NORM,
         )
         b_o = tl.load(vec + 2 * D + 3 * HP + cols, mask=cols < D, other=0.0)
         x = x + tl.where(valid[:, None], attn + b_o[None, :], 0.0)
@@ -288,7 +211,7 @@ if HAVE_TRITON:
 
 else:  # the names exist either way; kernels_runnable() says whether they can run
     kv_kernel = layer_kernel = None
-    _layer_norm = _store_kv = _attention_rows = _ffn_rows = _ffn_block = None  # fused_split's
+    _store_kv = _ffn_rows = _ffn_block = None  # fused_split's
 
 
 def kernels_runnable(on_cuda: bool) -> bool:

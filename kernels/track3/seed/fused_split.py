@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .fused_kernels import _attention_rows, _ffn_rows, _layer_norm, _store_kv
+from .fused_kernels import _ffn_rows, _store_kv
+from .fused_ops import _attention_rows, _layer_norm
 
 # Word for word fused_kernels' statement: ratchet export merges only identical bindings.
 try:
@@ -41,6 +42,7 @@ if HAVE_TRITON:
         HAS_MASK: tl.constexpr,
         PREC_QKV: tl.constexpr,
         PREC_ATT: tl.constexpr,
+        NORM: tl.constexpr,
     ):
         """x + out_proj(attention(LN1(x))) for BM rows of one sequence (padded rows keep x, as
         in layer_kernel), over the K/V the previous launch stored; packs as layer_kernel's."""
@@ -56,7 +58,23 @@ if HAVE_TRITON:
         h = _layer_norm(x, vec, vec + D, cols, D, eps)
         kv = kv_in + seq * H_PAD * 2 * S * DH_PAD
         attn = _attention_rows(
-            h, kv, mat, vec, rows, m0, S, scale, D, H_PAD, DH_PAD, D_PAD, BM, BN, PREC_QKV, PREC_ATT
+            h,
+            kv,
+            mat,
+            vec,
+            rows,
+            m0,
+            S,
+            scale,
+            D,
+            H_PAD,
+            DH_PAD,
+            D_PAD,
+            BM,
+            BN,
+            PREC_QKV,
+            PREC_ATT,
+            NORM,
         )
         b_o = tl.load(vec + 2 * D + 3 * HP + cols, mask=cols < D, other=0.0)
         x = x + tl.where(valid[:, None], attn + b_o[None, :], 0.0)
@@ -134,6 +152,7 @@ def split_layer(meta: dict[str, Any], layer: dict[str, Any]) -> None:
         BN=blocks["BN"],
         PREC_QKV=operands["PREC_QKV"],
         PREC_ATT=operands["PREC_ATT"],
+        NORM=meta["norm"],
         **both,
     )
     ffn_kernel[meta["grid"]](
