@@ -151,15 +151,21 @@ def test_schedule_tunables_and_ieee_operands_pass_the_gate() -> None:
         assert row["failed"] == 0, (case, row)
 
 
-PIPELINED_SCRIPT = SCRIPT.replace(
-    "    rows.append(row)",
-    """    if tunables.get("fused_weight_loads", "in_order") != "in_order":  # and loaded in order
-        model.tunables["fused_weight_loads"] = "in_order"
+def script_comparing(tunable: str, value: str, key: str) -> str:
+    """SCRIPT that runs each case whose `tunable` is not `value` again with it, on the same
+    inputs, and records the largest difference between the two outputs as row[key]."""
+    return SCRIPT.replace(
+        "    rows.append(row)",
+        f"""    if tunables.get({tunable!r}, {value!r}) != {value!r}:
+        model.tunables[{tunable!r}] = {value!r}
         with torch.no_grad():
-            in_order = fused.fused_forward(model, model._packs(), x, mask)
-        row["max_abs_vs_in_order"] = float((got - in_order).abs().max())
+            other = fused.fused_forward(model, model._packs(), x, mask)
+        row[{key!r}] = float((got - other).abs().max())
     rows.append(row)""",
-)
+    )
+
+
+PIPELINED_SCRIPT = script_comparing("fused_weight_loads", "in_order", "max_abs_vs_in_order")
 
 
 def test_pipelined_weight_loads_compute_what_loads_in_order_compute() -> None:
@@ -386,15 +392,7 @@ def test_the_fused_and_the_torch_path_read_their_own_tunables() -> None:
     assert torch_only <= torch_path and not torch_only & fused
 
 
-NORMALIZED_SCRIPT = SCRIPT.replace(
-    "    rows.append(row)",
-    """    if tunables.get("fused_softmax") == "normalized":  # and the same inputs online
-        model.tunables["fused_softmax"] = "online"
-        with torch.no_grad():
-            online = fused.fused_forward(model, model._packs(), x, mask)
-        row["max_abs_vs_online"] = float((got - online).abs().max())
-    rows.append(row)""",
-)
+NORMALIZED_SCRIPT = script_comparing("fused_softmax", "online", "max_abs_vs_online")
 NORMALIZED = {"fused_softmax": "normalized"}
 
 

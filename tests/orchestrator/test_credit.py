@@ -35,6 +35,21 @@ def started(step: int) -> StepStarted:
     )
 
 
+def child_record(sha: str) -> CandidateRecord:
+    """Step 1's candidate: a child of the seed for the idea 'fuse'."""
+    return CandidateRecord(
+        sha=sha,
+        tree_sha="d" * 40,
+        parent_sha=SEED,
+        step=1,
+        idea_id="fuse",
+        agent="offline",
+        message="m",
+        prompt_hash=None,
+        cost={},
+    )
+
+
 def _ledger(tmp_path: Path, outcomes: list[ExpansionOutcome]) -> SearchState:
     with Ledger.open_path(tmp_path / "ledger.sqlite") as ledger:
         ledger.append(
@@ -147,19 +162,7 @@ def test_a_tainted_sweep_is_measured_again_and_its_verdict_never_scored(tmp_path
     state = _ledger(tmp_path, [])
     with Ledger.open_path(tmp_path / "ledger.sqlite") as ledger:
         ledger.append(started(1).to_event(EventKind.STEP_STARTED))
-        ledger.append(
-            CandidateRecord(
-                sha=child,
-                tree_sha="d" * 40,
-                parent_sha=SEED,
-                step=1,
-                idea_id="fuse",
-                agent="offline",
-                message="m",
-                prompt_hash=None,
-                cost={},
-            )
-        )
+        ledger.append(child_record(child))
         ledger.append(_sweep(1, child, ["2 other processes used 1.8 CPU cores"]).to_event(EVAL))
         state = derive_state(ledger)
         step = state.steps[1]
@@ -210,19 +213,7 @@ def _judged_child(tmp_path: Path, verdict: str, reject_reason: str) -> SearchSta
     _ledger(tmp_path, [])
     with Ledger.open_path(tmp_path / "ledger.sqlite") as ledger:
         ledger.append(started(1).to_event(EventKind.STEP_STARTED))
-        ledger.append(
-            CandidateRecord(
-                sha=child,
-                tree_sha="f" * 40,
-                parent_sha=SEED,
-                step=1,
-                idea_id="fuse",
-                agent="offline",
-                message="m",
-                prompt_hash=None,
-                cost={},
-            )
-        )
+        ledger.append(child_record(child))
         details = {"step": 1, "success": False, "reject_reason": reject_reason}
         ledger.append(
             VerdictRecord(
