@@ -16,14 +16,24 @@
 #         alone took 29-52 s a config on 2026-12-03). SECONDS bounds the benchmark itself: the
 #         configs finished by then are kept in bench.json and rendered to bench.md. Join two
 #         commands' bench.json here: python benchmarks/track3_h200.py --merge A B --out ...)
+#     bash benchmarks/gpu/issue13_session.sh check [CONFIGS [SET [SECONDS]]]   (the fused
+#         kernels' variant SET, precision by default, on CONFIGS, 1,7,2,13 by default, each
+#         checked on the gate and timed beside eager: benchmarks/gpu/issue13_kernel_check.py,
+#         from the clean archive like the rest; $OUT/check.md)
 # `resume` goes on with /tmp/run (a warm machine) or with build/issue13/run.tgz (carried).
 # A run stopped by its MINUTES checks its frontier on config 14 before it exits; one stopped by
 # the STOP_S signal does not, and its export is then marked unchecked.
 set -uo pipefail
-mode=${1:?search or bench}
+mode=${1:?search, bench or check}
 root=$PWD
 frontier_in=$(realpath -m "${2:-build/issue13}")
 source benchmarks/gpu/clean_checkout.sh
+
+if [ "$mode" = check ]; then
+    timeout "${4:-540}" python3 benchmarks/gpu/issue13_kernel_check.py "$OUT/check.md" \
+        "${2:-1,7,2,13}" "${3:-precision}" 2>&1 | tail -40
+    exit 0
+fi
 
 if [ "$mode" = search ]; then
     minutes=${2:?MINUTES} stop_s=${3:?STOP_S} kill_s=${4:?KILL_S} resume=()
