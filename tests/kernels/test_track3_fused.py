@@ -432,3 +432,54 @@ def test_a_normalized_softmax_that_skips_the_division_fails_the_gate(tmp_path: P
     )
     rows = run_interpreted([("cpu-3", "fp32", 0.0, "auto", {}, NORMALIZED)], script)
     assert rows[0]["fits"] and rows[0]["failed"] > 0  # type: ignore[operator]
+
+
+BUNDLED_SCRIPT = r"""
+import importlib.util, json, sys, torch
+from harness.gate import count_failures
+from kernels.candidate_tree import bundle_sources
+from kernels.track3 import CONFIGS, generate_inputs
+from kernels.track3.reference import build_reference_model
+from kernels.track3.workload import track3_workload
+
+workload = track3_workload()
+path = sys.argv[2]
+with open(path, "w") as out:
+    out.write(bundle_sources(workload.seed_sources(), "candidate.py"))
+spec = importlib.util.spec_from_file_location("bundled_seed", path)
+bundled = importlib.util.module_from_spec(spec)
+sys.modules["bundled_seed"] = bundled
+spec.loader.exec_module(bundled)
+config = CONFIGS["cpu-3"]
+reference = build_reference_model(config, device="cpu", seed=1234)
+x, _ = generate_inputs(config, 1234, 0.0, 1.0, "cpu")
+rows = []
+for softmax in json.loads(sys.argv[1]):
+    tunables = {"fused_kernel": "triton", "fused_softmax": softmax}
+    model = bundled.OptimizedTransformer(config, tunables)
+    model.load_state_dict(reference.state_dict(), strict=True)
+    with torch.no_grad():
+        got, want = bundled.fused_forward(model, model._packs(), x, None), reference(x)
+    failed = count_failures(got, want, workload.tolerance)[0]
+    rows.append({"fits": bundled.fused_fits(model, x), "failed": failed})
+print(json.dumps(rows))
+"""
+
+
+def test_the_exported_single_file_runs_the_fused_kernels(tmp_path: Path) -> None:
+    # `ratchet export` ships the seed's eleven modules as one file (H200 benches run that
+    # file): its kernels, both softmax forms, must still find each other and pass the gate.
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
+    forms = json.dumps(["online", "normalized"])
+    bundle = str(tmp_path / "submission.py")
+    done = subprocess.run(
+        [sys.executable, "-W", "ignore", "-c", BUNDLED_SCRIPT, forms, bundle],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = json.loads(done.stdout.strip().splitlines()[-1])
+    assert rows == [{"fits": True, "failed": 0}] * 2, rows
