@@ -151,6 +151,8 @@ def main() -> None:
         raise SystemExit(f"--configs: unknown or unsupported {unknown}; use ids 1-13")
     if args.trials < 1:
         raise SystemExit(f"--trials: {args.trials} is not a positive count")
+    if not args.out.parent.is_dir():
+        raise SystemExit(f"--out: folder {args.out.parent} does not exist; create it first")
     torch.set_num_threads(2)
     lines = [
         "# GEMM operand rounding against a TF32 reference (CPU emulation)",

@@ -329,6 +329,13 @@ class ConfigResult(BaseModel):
         """All trials passed (and there was at least one)."""
         return bool(self.trials) and all(t.passed for t in self.trials)
 
+    @property
+    def tolerance_used(self) -> float | None:
+        """The largest share of its tolerance any element used over the trials (None: no
+        trial reported one)."""
+        shares = [t.tolerance_used for t in self.trials if t.tolerance_used is not None]
+        return max(shares) if shares else None
+
 
 class EvaluationResult(BaseModel):
     """The judge's structured answer; anything missing or malformed is a failed experiment."""

@@ -177,18 +177,13 @@ def ratio_dict(stats: RatioStats | None) -> dict[str, float] | None:
 
 def tolerance_used(result: EvaluationResult) -> dict[str, float]:
     """Per config, the largest share of its tolerance any element used over the trials."""
-    used: dict[str, float] = {}
-    for config in result.configs:
-        shares = [t.tolerance_used for t in config.trials if t.tolerance_used is not None]
-        if shares:
-            used[config.config_id] = max(shares)
-    return used
+    used = {config.config_id: config.tolerance_used for config in result.configs}
+    return {config_id: share for config_id, share in used.items() if share is not None}
 
 
 def _summarize(config: ConfigResult) -> ConfigSummary:
     failed = sum(t.failed_elements for t in config.trials)
     errors = [t.max_abs_error for t in config.trials if t.max_abs_error is not None]
-    used = [t.tolerance_used for t in config.trials if t.tolerance_used is not None]
     return ConfigSummary(
         config_id=config.config_id,
         correct=config.correct,
@@ -196,7 +191,7 @@ def _summarize(config: ConfigResult) -> ConfigSummary:
         failed_elements=failed,
         total_elements=sum(t.total_elements for t in config.trials),
         max_abs_error=max(errors) if errors else None,
-        tolerance_used=max(used) if used else None,
+        tolerance_used=config.tolerance_used,
         problem=next((t.problem for t in config.trials if t.problem), None),
         ratios=[r.model_dump(mode="json") for r in config.ratios],
         settings_read=config.settings_read,

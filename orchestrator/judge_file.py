@@ -105,7 +105,6 @@ def _rows(result: EvaluationResult) -> list[JudgeConfigRow]:
         ratio = next((r for r in config.ratios if r.other == "baseline"), None)
         medians = {t.arm: t.median_ns for t in config.timings}
         errors = [t.max_abs_error for t in config.trials if t.max_abs_error is not None]
-        used = [t.tolerance_used for t in config.trials if t.tolerance_used is not None]
         rows.append(
             JudgeConfigRow(
                 config_id=config.config_id,
@@ -113,7 +112,7 @@ def _rows(result: EvaluationResult) -> list[JudgeConfigRow]:
                 failed_elements=sum(t.failed_elements for t in config.trials),
                 total_elements=sum(t.total_elements for t in config.trials),
                 max_abs_error=max(errors) if errors else None,
-                tolerance_used=max(used) if used else None,
+                tolerance_used=config.tolerance_used,
                 speedup=ratio.median if ratio else None,
                 ci_low=ratio.ci_low if ratio else None,
                 ci_high=ratio.ci_high if ratio else None,

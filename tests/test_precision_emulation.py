@@ -51,3 +51,38 @@ def test_bad_arguments_are_named_and_nothing_is_written(tmp_path: Path) -> None:
         done = _run(*args, "--out", str(out))
         assert done.returncode != 0 and "Traceback" not in done.stderr, args
         assert args[0] in done.stderr and not out.exists(), args
+    # A folder that is not there is named before any work, not after it.
+    done = _run("--configs", "2", "--out", str(tmp_path / "missing" / "x.md"))
+    assert done.returncode != 0 and "Traceback" not in done.stderr
+    assert "--out: folder" in done.stderr and "missing" in done.stderr
+
+
+def test_the_emulated_arithmetic_is_the_reference_when_nothing_is_rounded() -> None:
+    # The emulation writes the reference's forward out again (its GEMMs need rounding hooks):
+    # without rounding it must agree with kernels/track3/reference.py, or its rows say nothing.
+    import importlib.util
+
+    import torch
+
+    from harness.gate import compare_outputs
+    from kernels.track3 import CONFIGS, generate_inputs
+    from kernels.track3.reference import build_reference_model
+    from kernels.track3.workload import track3_workload
+
+    spec = importlib.util.spec_from_file_location("precision_emulation", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    emulation = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(emulation)
+    config = CONFIGS["3"]
+    model = build_reference_model(config, device="cpu", seed=1234)
+    x = generate_inputs(config, 1234, 0.0, 1.0, "cpu")[0][:1]
+    with torch.no_grad():
+        want = model(x)
+        same = emulation.forward(model, x, lambda t: t, wide=False, late_norm=False)
+        rounded = emulation.forward(model, x, emulation.fp16, wide=False, late_norm=False)
+    tolerance = track3_workload().tolerance
+    exact = compare_outputs(same, want, tolerance)
+    assert exact.failed == 0 and exact.tolerance_used is not None and exact.tolerance_used < 0.01
+    # Can it fail? Rounding every GEMM operand to fp16 moves it far more than that.
+    moved = compare_outputs(rounded, want, tolerance).tolerance_used
+    assert moved is not None and moved > 10 * exact.tolerance_used

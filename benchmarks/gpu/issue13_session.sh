@@ -25,6 +25,11 @@
 # the STOP_S signal does not, and its export is then marked unchecked.
 set -uo pipefail
 mode=${1:?search, bench or check}
+# A mistyped mode would otherwise fall through to the bench and spend device time on it.
+case "$mode" in
+    search | bench | check) ;;
+    *) echo "issue13_session.sh: unknown mode '$mode'; use search, bench or check" >&2; exit 2 ;;
+esac
 root=$PWD
 frontier_in=$(realpath -m "${2:-build/issue13}")
 source benchmarks/gpu/clean_checkout.sh

@@ -67,8 +67,8 @@ TUNABLE_SPACE = {
         "values": ["none", "triton"],
         "doc": "torch operators per layer, or (CUDA, narrow models) fused Triton kernels per "
         "layer as fused_boundary cuts it: LayerNorms, projections, causal attention, out_proj, "
-        "exact-GELU FFN, residuals and the next layer's K/V in registers, operands as the "
-        "fused_*_operands say; shapes the kernels do not serve keep the torch path",
+        "exact-GELU FFN and residuals in registers, the next layer's K/V written by the layer's "
+        "kernel, operands as fused_*_operands say; shapes the kernels do not serve keep torch",
     },
     "fused_boundary": {
         "requires": {"fused_kernel": "triton"},
@@ -147,11 +147,11 @@ TUNABLE_SPACE = {
     },
     "whole_model_compile": {
         "values": ["none", "default", "max-autotune-no-cudagraphs"],
-        "doc": "torch.compile the unfused forward (CUDA only; the shared Inductor cache)",
+        "doc": "torch.compile the unfused forward (CUDA only; reuses the shared Inductor cache)",
     },
     "graph_capture": {
         "values": ["none", "cuda_graph"],
-        "doc": "launch every kernel from Python, or replay the forward as a CUDA graph per shape",
+        "doc": "launch every kernel from Python, or replay a CUDA graph per shape (CUDA only)",
     },
 }
 
