@@ -4,7 +4,7 @@ Each variant of the seed (fused Triton layers + CUDA graph, then one schedule tu
 is checked on the official trials plus padded and rescaled ones, and timed under the organizer
 protocol beside the eager reference. A check of the kernels, not a search result: nothing here
 sets a prior or a default. Usage: python benchmarks/gpu/issue13_kernel_check.py OUT.md [CONFIGS
-[schedule|weight-loads|precision]] (the variant set; schedule by default)
+[schedule|weight-loads|precision|torch-path]] (the variant set; schedule by default)
 """
 
 from __future__ import annotations
@@ -59,8 +59,22 @@ PRECISION_VARIANTS = {
     **{f"operands {m}": dict.fromkeys(OPERANDS, m) for m in ("fp16", "tf32x3", "fp32_ieee")},
     "operands fp16, normalized softmax": {"fused_softmax": "normalized"},
 }
+# The GEMM library's path (fused kernels off), where the widths the fused kernels do not serve
+# go (config 8): fp32 with TF32 as the reference, fp16 islands, and fp16 islands with packed
+# projections and SDPA, all under the CUDA graph.
+TORCH_PATH_VARIANTS = {
+    "torch path fp32": {"fused_kernel": "none"},
+    "torch path fp16": {"fused_kernel": "none", "matmul_precision": "fp16"},
+    "torch path fp16, packed, sdpa": {
+        "fused_kernel": "none",
+        "matmul_precision": "fp16",
+        "qkv_projection": "packed",
+        "attention": "sdpa",
+    },
+}
 VARIANT_SETS = {
     "schedule": VARIANTS,
+    "torch-path": TORCH_PATH_VARIANTS,
     "weight-loads": WEIGHT_LOAD_VARIANTS,
     "precision": PRECISION_VARIANTS,
 }
@@ -99,7 +113,7 @@ def check(
 def main() -> None:
     if len(sys.argv) < 2:
         raise SystemExit(
-            "usage: issue13_kernel_check.py OUT.md [CONFIGS [schedule|weight-loads|precision]]"
+            "usage: issue13_kernel_check.py OUT.md [CONFIGS [SET]]; SET: " + "|".join(VARIANT_SETS)
         )
     out = Path(sys.argv[1])
     configs = sys.argv[2].split(",") if len(sys.argv) > 2 else ["2", "7", "1", "13", "6"]

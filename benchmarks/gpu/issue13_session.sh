@@ -19,7 +19,7 @@
 #     bash benchmarks/gpu/issue13_session.sh check [CONFIGS [SET [SECONDS]]]   (the fused
 #         kernels' variant SET, precision by default, on CONFIGS, 1,7,2,13 by default, each
 #         checked on the gate and timed beside eager: benchmarks/gpu/issue13_kernel_check.py,
-#         from the clean archive like the rest; $OUT/check.md)
+#         from the clean archive like the rest; $OUT/check-SET.md)
 # `resume` goes on with /tmp/run (a warm machine) or with build/issue13/run.tgz (carried).
 # A run stopped by its MINUTES checks its frontier on config 14 before it exits; one stopped by
 # the STOP_S signal does not, and its export is then marked unchecked.
@@ -35,7 +35,7 @@ frontier_in=$(realpath -m "${2:-build/issue13}")
 source benchmarks/gpu/clean_checkout.sh
 
 if [ "$mode" = check ]; then
-    timeout "${4:-540}" python3 benchmarks/gpu/issue13_kernel_check.py "$OUT/check.md" \
+    timeout "${4:-540}" python3 benchmarks/gpu/issue13_kernel_check.py "$OUT/check-${3:-precision}.md" \
         "${2:-1,7,2,13}" "${3:-precision}" 2>&1 | tail -40
     exit 0
 fi
