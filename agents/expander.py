@@ -62,6 +62,12 @@ class ExpansionRequest(BaseModel):
     repo_path: Path = Field(description="The run's candidate repository.")
     worktree_root: Path = Field(description="Where per-expansion worktrees are created.")
     parent_sha: str = Field(description="Commit to branch from (the declared parent).")
+    source_sha: str | None = Field(
+        default=None,
+        description="Commit whose code the expansion changes when it is not the parent's: a "
+        "repair changes a child that missed the tolerance narrowly and commits the result as "
+        "another child of the parent (None: the parent's code).",
+    )
     branch: str = Field(description="Branch name to create for the new commit.")
     candidate_file: str = Field(description="The candidate module inside the tree.")
     idea: IdeaBrief = Field(description="The idea to implement.")

@@ -89,7 +89,9 @@ class LLMExpander:
         """Run the tool loop; a commit on request.branch, or a failed expansion with a reason."""
         started = time.monotonic()
         repo = git.Repo(request.repo_path)
-        worktree = add_worktree(repo, request.worktree_root, request.branch, request.parent_sha)
+        worktree = add_worktree(
+            repo, request.worktree_root, request.branch, request.parent_sha, request.source_sha
+        )
         try:
             checker = self.make_checker(list(request.constraints))
             bench = self.make_bench(request) if self.make_bench is not None else None

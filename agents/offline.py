@@ -144,6 +144,9 @@ def _message_variables(plan: _Plan, changes: list[TunableChange], regime: str) -
     operator = "idea-guided mutation" + (" + recombination" if recombined else "")
     if where:
         operator += f" of the parent's regime {regime} (the sizes its dispatch sends there)"
+    source = plan.request.source_sha
+    if source is not None:
+        operator += f", repairing {source[:10]}: its code, which missed the tolerance narrowly"
     return {
         "title": f"{idea.idea_id}{where}: " + ", ".join(f"{c.name}={c.new}" for c in changes),
         "idea_text": idea.text
@@ -211,7 +214,8 @@ class OfflineExpander:
         started = time.monotonic()
         repo = git.Repo(request.repo_path)
         try:
-            source = repo.git.show(f"{request.parent_sha}:{request.candidate_file}")
+            start = request.source_sha or request.parent_sha
+            source = repo.git.show(f"{start}:{request.candidate_file}")
             space, docs = read_space(source), read_docs(source)
             search_space = SearchSpace(values=space, requires=read_requirements(source))
             regimes = serving_regimes(source, request.config_sizes)
@@ -235,7 +239,9 @@ class OfflineExpander:
             reads=reads,
             weights=served_counts(source, request.config_sizes),
         )
-        worktree = add_worktree(repo, request.worktree_root, request.branch, request.parent_sha)
+        worktree = add_worktree(
+            repo, request.worktree_root, request.branch, request.parent_sha, request.source_sha
+        )
         try:
             return self._commit_novel(plan, worktree, started)
         finally:

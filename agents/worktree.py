@@ -41,12 +41,18 @@ def remove_worktree(repo: git.Repo, path: Path) -> None:
         repo.git.worktree("prune")
 
 
-def add_worktree(repo: git.Repo, root: Path, branch: str, parent_sha: str) -> Path:
-    """A fresh detached worktree of the parent commit for the expansion of `branch`."""
+def add_worktree(
+    repo: git.Repo, root: Path, branch: str, parent_sha: str, start_from: str | None = None
+) -> Path:
+    """A fresh detached worktree of the parent commit for the expansion of `branch`; with
+    start_from, its files and index hold that commit's tree instead (HEAD stays the parent,
+    so the commit made there is the parent's child: a repair starts from a failed child)."""
     path = root / branch.replace("/", "-")
     remove_worktree(repo, path)
     with worktree_lock(repo):
         repo.git.worktree("add", "--detach", str(path), parent_sha)
+    if start_from is not None and start_from != parent_sha:
+        git.Repo(path).git.read_tree("--reset", "-u", start_from)
     return path
 
 

@@ -94,6 +94,12 @@ class IdeaSpec(BaseModel):
     devices: tuple[str, ...] = Field(
         default=("cpu", "cuda"), description="Device kinds on which the idea can matter."
     )
+    headroom: bool = Field(
+        default=False,
+        description="The idea gives up speed for numerical headroom (a rubric tag, written "
+        "with the library before any measurement): after a candidate misses the tolerance "
+        "narrowly, the repair step draws from these ideas only.",
+    )
 
 
 # Standard-library modules that compute and nothing else: no process, file, thread, network,

@@ -76,6 +76,11 @@ class IdeaRegistered(Payload):
     uncertainty: float = Field(description="Rubric uncertainty H.")
     targets: dict[str, str | None] = Field(description="Tunable settings the idea asks for.")
     devices: list[str] = Field(description="Device kinds where the idea can matter.")
+    headroom: bool = Field(
+        default=False,
+        description="It trades speed for numerical headroom: a repair step may draw it "
+        "(False in ledgers written before repairs existed).",
+    )
 
 
 class AgentRun(Payload):
@@ -153,6 +158,13 @@ class StepStarted(Payload):
         default=None,
         description="A composition step's plan (search.DispatchPlan as JSON): the parent is "
         "the frontier and the composer builds the dispatching candidate; None: an expansion.",
+    )
+    repair_of: str | None = Field(
+        default=None,
+        description="A repair step's starting point: the candidate that missed the tolerance "
+        "narrowly, whose code the expander changes with a headroom idea; the step's declared "
+        "parent is that candidate's parent, so the repair is judged against measured code. "
+        "None: the expansion starts from the parent.",
     )
 
 

@@ -2,34 +2,29 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-import git
 import numpy as np
 
 from agents.expander import ExpansionOutcome
 from agents.llm.session import BudgetExhaustedError
-from agents.mutation import SearchSpace
-from agents.offline import interpret_idea, open_regimes
-from agents.regimes import regime_reads, serving_regimes
-from agents.tunables import TunablesError, read_requirements, read_space
 from orchestrator.agent_runs import drain_llm_calls, research_due, run_inspector, run_researcher
 from orchestrator.budget import Invocation, begin_invocation, budget_stop
 from orchestrator.composition import composition_plan, composition_step
 from orchestrator.events import EventKind, RunStopped, StepStarted
 from orchestrator.feasibility import check_feasibility, feasibility_due
+from orchestrator.idea_arms import ideas_for_parent
 from orchestrator.inherited import check_inherited, inherited_check_due
 from orchestrator.measured import SweepJob, sweep_step
+from orchestrator.repair import repair_start
 from orchestrator.repeats import repeated_failure_stop
 from orchestrator.scheduler import Dispatcher
 from orchestrator.settings import VerificationMode
-from orchestrator.stages import DeviceWorker, LoopContext, timed_sizes
+from orchestrator.stages import DeviceWorker, LoopContext
 from orchestrator.state import SearchState, derive_state, infrastructure_failure
 from orchestrator.taint import TaintSummary, taint_summary
 from orchestrator.verification import verify_frontier
-from orchestrator.workspace import read_file
-from search import IdeaArm, PriorStrength, SpeedBand, Verdict, choose_idea, choose_parent
+from search import PriorStrength, SpeedBand, Verdict, choose_idea, choose_parent
 
 
 class SeedFailedError(RuntimeError):
@@ -87,45 +82,6 @@ def ensure_seed(ctx: LoopContext, state: SearchState) -> SearchState:
     return current_state(ctx)
 
 
-def ideas_for_parent(ctx: LoopContext, state: SearchState, parent_sha: str) -> list[IdeaArm]:
-    """Idea arms worth trying on this parent: those whose settings it already has are left
-    out, so an idea is never credited with a random move made in its name."""
-    tried = state.no_change.get(parent_sha, set())
-    # An idea that made nothing new on this parent is not drawn for it again.
-    arms = [a for a in state.idea_arms(ctx.device) if a.idea_id not in tried] or state.idea_arms(
-        ctx.device
-    )
-    try:
-        source = read_file(ctx.repo, parent_sha, ctx.workload.candidate_file)
-        sizes = timed_sizes(ctx)
-        regimes, space = serving_regimes(source, sizes), read_space(source)
-        reads = regime_reads(source, sizes, state.settings_read.get(parent_sha, {}))
-        search_space = SearchSpace(values=space, requires=read_requirements(source))
-    except (TunablesError, SyntaxError, git.GitCommandError):
-        return arms  # code without declared tunables: every idea is still open
-    # Free-text ideas are read the way the offline expander will read them.
-    targets = {
-        idea_id: idea.targets or interpret_idea(idea.text, space)
-        for idea_id, idea in state.ideas.items()
-    }
-    return open_ideas(arms, targets, regimes, (reads, search_space))
-
-
-def open_ideas(
-    arms: list[IdeaArm],
-    targets: dict[str, dict[str, str | None]],
-    regimes: Mapping[str, Mapping[str, str]],
-    read: tuple[Mapping[str, set[str] | None], SearchSpace] | None = None,
-) -> list[IdeaArm]:
-    """The arms that still have something to change in some regime of the parent: settings
-    it does not already have, in tunables its code there read (read: per regime, and the
-    space whose requirements count as an idea's; a plain parent has one regime, its
-    TUNABLES; all arms if none is left)."""
-    reads, space = read if read is not None else (None, None)
-    remaining = [a for a in arms if open_regimes(regimes, targets.get(a.idea_id, {}), reads, space)]
-    return remaining or arms
-
-
 def speed_band(ctx: LoopContext, state: SearchState) -> SpeedBand | None:
     """Parents within the noise floor of the frontier's objective (None: no frontier yet)."""
     frontier = state.candidates.get(state.frontier_sha or "")
@@ -160,11 +116,16 @@ def choose_step(ctx: LoopContext, state: SearchState) -> StepStarted:
 
 
 def next_start(ctx: LoopContext, state: SearchState) -> StepStarted:
-    """A composition when the run's results call for one (and no REDIRECT forces a parent),
-    otherwise a parent and an idea drawn by the samplers."""
+    """Unless a REDIRECT forces a parent: a repair of a narrow miss when one is due, else a
+    composition when the run's results call for one; otherwise a parent and an idea drawn by
+    the samplers."""
     redirect = state.redirect
-    forced = redirect is not None and redirect.parent and state.next_step <= redirect.until_step
-    plan = None if forced else composition_plan(ctx, state)
+    if redirect is not None and redirect.parent and state.next_step <= redirect.until_step:
+        return choose_step(ctx, state)
+    repair = repair_start(ctx, state)
+    if repair is not None:
+        return repair
+    plan = composition_plan(ctx, state)
     return composition_step(state, plan) if plan is not None else choose_step(ctx, state)
 
 
@@ -180,6 +141,12 @@ def _describe_start(state: SearchState, started: StepStarted) -> str:
             "from this run's per-config results)"
         )
     idea = state.ideas[started.idea_id]
+    if started.repair_of is not None:
+        return (
+            f"step {started.step}: repair {started.repair_of[:10]} (missed the tolerance "
+            f"narrowly) with idea {idea.idea_id} (theta {started.idea_theta:.2f}), as a child "
+            f"of {started.parent_sha[:10]}: {idea.text[:80]}"
+        )
     parent = f"{started.parent_sha[:10]}" + (
         " (redirect)" if started.parent_forced else f" (theta {started.parent_theta:.2f})"
     )

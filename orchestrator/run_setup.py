@@ -109,6 +109,7 @@ def _start_records(
                 uncertainty=idea.uncertainty,
                 targets=idea.targets,
                 devices=list(idea.devices),
+                headroom=idea.headroom,
             )
             records.append(registered.to_event(EventKind.IDEA_REGISTERED))
     return records

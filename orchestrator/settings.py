@@ -201,6 +201,18 @@ class Settings(BaseModel):
         description="When the run's own per-config results show different candidates winning "
         "different regimes of sizes, build and judge one candidate that dispatches to each.",
     )
+    repair_narrow_misses: bool = Field(
+        default=True,
+        description="When a candidate fails the gate only narrowly (every failing config's "
+        "worst element within repair_margin times its tolerance), judge it once more with a "
+        "headroom idea of the library applied to its code, declared a child of its parent.",
+    )
+    repair_margin: float = Field(
+        default=2.0,
+        gt=1,
+        description="How far past its tolerance a failing config may be and still count as a "
+        "narrow miss (a rounding's tail; a wrong result misses by orders of magnitude).",
+    )
     check_feasibility: bool = Field(
         default=True,
         description="When a run stops, judge its frontier on the config set's feasibility "

@@ -153,6 +153,7 @@ def expansion_request(ctx: LoopContext, state: SearchState, step: StepView) -> E
         repo_path=ctx.paths.repo,
         worktree_root=ctx.paths.worktrees,
         parent_sha=started.parent_sha,
+        source_sha=started.repair_of,
         branch=step_branch(number),
         candidate_file=ctx.workload.candidate_file,
         idea=IdeaBrief(
@@ -172,7 +173,9 @@ def expansion_request(ctx: LoopContext, state: SearchState, step: StepView) -> E
         config_sizes=timed_sizes(ctx),
         settings_read={
             config: sorted(names)
-            for config, names in state.settings_read.get(started.parent_sha, {}).items()
+            for config, names in state.settings_read.get(
+                started.repair_of or started.parent_sha, {}
+            ).items()
         },
     )
 

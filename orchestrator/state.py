@@ -80,6 +80,7 @@ class IdeaView:
     devices: list[str]
     order: int
     author: str = "library"
+    headroom: bool = False
     retracted: bool = False
     successes: int = 0
     failures: int = 0
@@ -282,6 +283,7 @@ def _apply_event(state: SearchState, kind: str, payload: dict[str, Any]) -> None
                 targets=idea.targets,
                 devices=idea.devices,
                 order=len(state.ideas),
+                headroom=idea.headroom,
             )
     elif kind == EventKind.FRONTIER_DEMOTED:
         state.demoted.add(str(payload["sha"]))

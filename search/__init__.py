@@ -40,6 +40,7 @@ from search.promotion import (
     decide_verdict,
     gate_screen,
 )
+from search.repair import MissedCandidate, RepairSettings, choose_repair, missed_narrowly
 from search.verification import (
     VerificationDecision,
     VerificationEvidence,
@@ -60,6 +61,7 @@ __all__ = [
     "IdeaArm",
     "IdeaChoice",
     "LineageNode",
+    "MissedCandidate",
     "NodeOutcome",
     "ObjectiveKind",
     "ObjectiveSpec",
@@ -68,6 +70,7 @@ __all__ = [
     "PriorStrength",
     "RatioEstimate",
     "RegimeVariant",
+    "RepairSettings",
     "ScreenGate",
     "ScreenReading",
     "SpeedBand",
@@ -79,6 +82,7 @@ __all__ = [
     "VerificationVerdict",
     "choose_idea",
     "choose_parent",
+    "choose_repair",
     "classify_change",
     "compute_objective",
     "count_clades",
@@ -88,6 +92,7 @@ __all__ = [
     "dispatch_leaves",
     "gate_screen",
     "geometric_mean",
+    "missed_narrowly",
     "plan_dispatch",
     "posterior_parameters",
     "prior_parameters",

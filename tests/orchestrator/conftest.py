@@ -47,6 +47,7 @@ def config_digest(
     correct: bool = True,
     settings_read: list[str] | None = None,
     failed_trial: TrialSpec | None = None,
+    tolerance_used: float | None = None,
 ) -> ConfigSummary:
     """One config of an evaluation summary, as the ledger keeps it (no ratios)."""
     return ConfigSummary(
@@ -56,6 +57,7 @@ def config_digest(
         failed_elements=0 if correct else 8,
         total_elements=8192,
         max_abs_error=0.0 if correct else 1.0,
+        tolerance_used=tolerance_used,
         problem=None,
         ratios=[],
         settings_read=settings_read,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from agents.mutation import SearchSpace
-from orchestrator.loop import open_ideas
+from orchestrator.idea_arms import open_ideas
 from search import IdeaArm
 
 

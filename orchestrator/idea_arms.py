@@ -1,0 +1,76 @@
+"""Which idea arms still have something to change on a candidate, as the expander reads them."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import git
+
+from agents.mutation import SearchSpace
+from agents.offline import interpret_idea, open_regimes
+from agents.regimes import regime_reads, serving_regimes
+from agents.tunables import TunablesError, read_requirements, read_space
+from orchestrator.stages import LoopContext, timed_sizes
+from orchestrator.state import SearchState
+from orchestrator.workspace import read_file
+from search import IdeaArm
+
+
+def ideas_for_parent(ctx: LoopContext, state: SearchState, parent_sha: str) -> list[IdeaArm]:
+    """Idea arms worth trying on this parent: those whose settings it already has are left
+    out, so an idea is never credited with a random move made in its name (every arm when
+    none is left)."""
+    arms = untried_arms(state, parent_sha, state.idea_arms(ctx.device))
+    return open_arms(ctx, state, parent_sha, arms) or arms
+
+
+def untried_arms(state: SearchState, sha: str, arms: list[IdeaArm]) -> list[IdeaArm]:
+    """The arms that made something new on this candidate, or might (all when none did)."""
+    # An idea that made nothing new on this parent is not drawn for it again.
+    tried = state.no_change.get(sha, set())
+    return [a for a in arms if a.idea_id not in tried] or arms
+
+
+def open_arms(
+    ctx: LoopContext, state: SearchState, sha: str, arms: list[IdeaArm]
+) -> list[IdeaArm] | None:
+    """Of these arms, the ones with something left to change in some regime of the candidate
+    (possibly none); None when its code declares no tunables (every idea is then open)."""
+    try:
+        source = read_file(ctx.repo, sha, ctx.workload.candidate_file)
+        sizes = timed_sizes(ctx)
+        regimes, space = serving_regimes(source, sizes), read_space(source)
+        reads = regime_reads(source, sizes, state.settings_read.get(sha, {}))
+        search_space = SearchSpace(values=space, requires=read_requirements(source))
+    except (TunablesError, SyntaxError, git.GitCommandError):
+        return None
+    # Free-text ideas are read the way the offline expander will read them.
+    targets = {
+        idea_id: idea.targets or interpret_idea(idea.text, space)
+        for idea_id, idea in state.ideas.items()
+    }
+    return changing_arms(arms, targets, regimes, (reads, search_space))
+
+
+def changing_arms(
+    arms: list[IdeaArm],
+    targets: dict[str, dict[str, str | None]],
+    regimes: Mapping[str, Mapping[str, str]],
+    read: tuple[Mapping[str, set[str] | None], SearchSpace] | None = None,
+) -> list[IdeaArm]:
+    """The arms that still have something to change in some regime of the parent: settings
+    it does not already have, in tunables its code there read (read: per regime, and the
+    space whose requirements count as an idea's; a plain parent has one regime, its
+    TUNABLES)."""
+    reads, space = read if read is not None else (None, None)
+    return [a for a in arms if open_regimes(regimes, targets.get(a.idea_id, {}), reads, space)]
+
+
+def open_ideas(
+    arms: list[IdeaArm],
+    targets: dict[str, dict[str, str | None]],
+    regimes: Mapping[str, Mapping[str, str]],
+    read: tuple[Mapping[str, set[str] | None], SearchSpace] | None = None,
+) -> list[IdeaArm]:
+    """changing_arms, or all arms if none is left."""
+    return changing_arms(arms, targets, regimes, read) or arms

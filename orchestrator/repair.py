@@ -1,0 +1,89 @@
+"""The repair step: a candidate that missed the tolerance narrowly, given a headroom idea."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from orchestrator.events import StepStarted
+from orchestrator.idea_arms import open_arms, untried_arms
+from orchestrator.stages import LoopContext
+from orchestrator.state import CandidateView, SearchState
+from search import (
+    IdeaArm,
+    MissedCandidate,
+    PriorStrength,
+    RepairSettings,
+    Verdict,
+    choose_idea,
+    choose_repair,
+)
+
+
+def missed_candidates(state: SearchState) -> list[MissedCandidate]:
+    """Expansions that failed the correctness gate on their own (not their parent's failure
+    on the same inputs), from a parent still standing, with each failing config's share."""
+    missed = []
+    for cand in state.candidates.values():
+        step = state.steps.get(cand.step)
+        parent = state.candidates.get(cand.parent_sha or "")
+        if (
+            cand.verdict is not Verdict.FAILED_CORRECTNESS
+            or step is None
+            or step.started.composition is not None
+            or cand.sha in state.inherited_failures
+            or parent is None
+            or not parent.expandable
+            or parent.sha in state.demoted
+        ):
+            continue
+        judged = step.sweep or step.screen
+        if judged is None:
+            continue
+        shares = {c.config_id: c.tolerance_used for c in judged.configs if not c.correct}
+        missed.append(MissedCandidate(sha=cand.sha, step=cand.step, failed_shares=shares))
+    return missed
+
+
+def repairs_started(state: SearchState) -> frozenset[str]:
+    """The candidates a repair step has already started from."""
+    return frozenset(s.started.repair_of for s in state.steps.values() if s.started.repair_of)
+
+
+def repair_start(ctx: LoopContext, state: SearchState) -> StepStarted | None:
+    """A repair step when one is due: the newest narrow miss not repaired yet on which a
+    headroom idea still changes something, its idea drawn by the idea sampler among those;
+    None when repairs are off or nothing is due."""
+    if not ctx.settings.repair_narrow_misses:
+        return None
+    rule = RepairSettings(margin=ctx.settings.repair_margin)
+    headroom = [a for a in state.idea_arms(ctx.device) if state.ideas[a.idea_id].headroom]
+    done = set(repairs_started(state))
+    while headroom:
+        miss = choose_repair(missed_candidates(state), frozenset(done), rule)
+        if miss is None:
+            return None
+        done.add(miss.sha)
+        arms = open_arms(ctx, state, miss.sha, untried_arms(state, miss.sha, headroom))
+        if arms:
+            return _started(ctx, state, state.candidates[miss.sha], arms)
+    return None
+
+
+def _started(
+    ctx: LoopContext, state: SearchState, miss: CandidateView, arms: list[IdeaArm]
+) -> StepStarted:
+    number = state.next_step
+    rng = np.random.default_rng([ctx.settings.seed, number])
+    strength = PriorStrength(k_min=ctx.settings.k_min, k_max=ctx.settings.k_max)
+    idea = choose_idea(arms, strength, rng)
+    assert miss.parent_sha is not None  # missed_candidates keeps children only
+    return StepStarted(
+        step=number,
+        parent_sha=miss.parent_sha,
+        idea_id=idea.idea_id,
+        parent_theta=None,
+        idea_theta=idea.theta,
+        idea_forced=idea.forced,
+        parent_forced=False,
+        repair_of=miss.sha,
+    )

@@ -1,0 +1,146 @@
+"""The repair step on a real matchain run: a child that missed the tolerance narrowly is judged
+once more with a headroom idea applied to its code, declared a child of its parent (real judge,
+real git); a wide miss, or repairs switched off, leaves the ordinary search."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import git
+import pytest
+
+from agents.tunables import read_tunables, write_tunables
+from ledger import CandidateRecord, Ledger, Record, VerdictRecord
+from orchestrator import service
+from orchestrator.events import EventKind, IdeaRegistered, Stage, StepStarted
+from orchestrator.state import SearchState, derive_state
+from tests.orchestrator.conftest import ListReporter, config_digest, evaluation_summary
+from tests.orchestrator.conftest import fast_settings as base_settings
+from tests.orchestrator.test_inherited_run import _commit
+
+pytestmark = pytest.mark.slow
+
+FLIP = {"left": "right", "right": "left", "as_given": "contiguous", "contiguous": "as_given"}
+HEADROOM = "planted-headroom"
+
+
+def fast_settings(run: Path, **overrides: Any) -> Any:
+    return base_settings(
+        run, workload="matchain", verify_frontier=False, check_feasibility=False, **overrides
+    )
+
+
+@pytest.fixture(scope="module")
+def searched(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("repair") / "run"
+    service.run_search(fast_settings(root, max_candidates=1), ListReporter())
+    return root
+
+
+def _plant(run: Path, share: float) -> tuple[str, str, dict[str, str]]:
+    """A child C of the frontier P that moved middle_layout and failed config 'tall' using
+    `share` of its tolerance, and a headroom idea that flips association: (P, C, P's
+    tunables)."""
+    repo = git.Repo(run / "repo")
+    with Ledger.open_path(run / "ledger.sqlite", create=False) as ledger:
+        state = derive_state(ledger)
+        parent = str(state.frontier_sha)
+        source = repo.git.show(f"{parent}:candidate.py")
+        tunables = read_tunables(source)
+        moved = {**tunables, "middle_layout": FLIP[tunables["middle_layout"]]}
+        child, child_tree = _commit(repo, parent, write_tunables(source, moved), "planted/child")
+        step = state.next_step
+        idea = next(i for i in state.ideas if i != HEADROOM)
+        failed = config_digest("tall", False, tolerance_used=share)
+        records: list[Record] = [
+            IdeaRegistered(
+                idea_id=HEADROOM,
+                text="give up speed for headroom",
+                source="library",
+                quality=0.5,
+                uncertainty=0.5,
+                targets={"association": FLIP[tunables["association"]]},
+                devices=["cpu", "cuda"],
+                headroom=True,
+            ).to_event(EventKind.IDEA_REGISTERED),
+            StepStarted(
+                step=step,
+                parent_sha=parent,
+                idea_id=idea,
+                parent_theta=0.5,
+                idea_theta=0.5,
+                idea_forced=False,
+                parent_forced=False,
+            ).to_event(EventKind.STEP_STARTED),
+            CandidateRecord(
+                sha=child,
+                tree_sha=child_tree,
+                parent_sha=parent,
+                step=step,
+                idea_id=idea,
+                agent="offline",
+                message="planted child",
+                prompt_hash=None,
+                cost={},
+            ),
+            evaluation_summary(step, child, Stage.SWEEP, [failed, config_digest("short")]).to_event(
+                EventKind.EVALUATION
+            ),
+            VerdictRecord(
+                candidate_sha=child,
+                verdict="failed_correctness",
+                stage="sweep",
+                reason="failed correctness on configs ['tall']",
+                objective=None,
+                details={"success": False},
+            ),
+        ]
+        for record in records:
+            ledger.append(record)
+    return parent, child, tunables
+
+
+def _go_on(run: Path, **overrides: Any) -> SearchState:
+    """The run again, allowed one candidate more than it has."""
+    with Ledger.open_path(run / "ledger.sqlite", create=False) as ledger:
+        count = len(derive_state(ledger).candidates) - 1  # the seed is not counted
+    service.run_search(fast_settings(run, max_candidates=count + 1, **overrides), ListReporter())
+    with Ledger.open_path(run / "ledger.sqlite", create=False) as ledger:
+        return derive_state(ledger)
+
+
+def test_a_narrow_miss_is_repaired_from_its_own_code_as_its_parents_child(
+    searched: Path, tmp_path: Path
+) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(searched, run)
+    parent, child, tunables = _plant(run, share=1.3)
+    state = _go_on(run)
+    step = state.steps[max(state.steps)]
+    assert step.started.repair_of == child and step.started.parent_sha == parent
+    assert step.started.idea_id == HEADROOM and step.sha is not None
+    repaired = state.candidates[step.sha]
+    assert repaired.parent_sha == parent and repaired.verdict is not None  # judged for real
+    repo = git.Repo(run / "repo")
+    assert [p.hexsha for p in repo.commit(step.sha).parents] == [parent]
+    made = read_tunables(repo.git.show(f"{step.sha}:candidate.py"))
+    # The child's own change is kept; the headroom idea's is added on top of it.
+    assert made["middle_layout"] == FLIP[tunables["middle_layout"]]
+    assert made["association"] == FLIP[tunables["association"]]
+    assert f"repairing {child[:10]}" in repo.commit(step.sha).message
+    again = _go_on(run)  # repaired once, never again
+    assert [s.started.repair_of for s in again.steps.values()].count(child) == 1
+
+
+def test_a_wide_miss_or_repairs_off_leave_the_ordinary_search(
+    searched: Path, tmp_path: Path
+) -> None:
+    for share, overrides in ((40.0, {}), (1.3, {"repair_narrow_misses": False})):
+        run = tmp_path / f"run-{share}-{len(overrides)}"
+        shutil.copytree(searched, run)
+        _, child, _ = _plant(run, share=share)
+        state = _go_on(run, **overrides)
+        assert all(s.started.repair_of is None for s in state.steps.values())
+        assert max(state.steps) > state.candidates[child].step  # a step was drawn instead
