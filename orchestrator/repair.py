@@ -21,27 +21,36 @@ from search import (
 
 def missed_candidates(state: SearchState) -> list[MissedCandidate]:
     """Expansions that failed the correctness gate on their own (not their parent's failure
-    on the same inputs), from a parent still standing, with each failing config's share."""
+    on the same inputs), and frontiers demoted for failing a child's inputs (the child's
+    shares there, where it ran their code), each from a parent still standing."""
     missed = []
     for cand in state.candidates.values():
-        step = state.steps.get(cand.step)
-        parent = state.candidates.get(cand.parent_sha or "")
-        if (
-            cand.verdict is not Verdict.FAILED_CORRECTNESS
-            or step is None
-            or step.started.composition is not None
-            or cand.sha in state.inherited_failures
-            or parent is None
-            or not parent.expandable
-            or parent.sha in state.demoted
-        ):
+        if not _repairable(state, cand):
             continue
+        step = state.steps[cand.step]
         judged = step.sweep or step.screen
-        if judged is None:
-            continue
-        shares = {c.config_id: c.tolerance_used for c in judged.configs if not c.correct}
-        missed.append(MissedCandidate(sha=cand.sha, step=cand.step, failed_shares=shares))
+        if cand.sha in state.inherited_misses and cand.sha in state.demoted:
+            when, shares = state.inherited_misses[cand.sha]
+            missed.append(MissedCandidate(sha=cand.sha, step=when, failed_shares=shares))
+        elif cand.verdict is Verdict.FAILED_CORRECTNESS and judged is not None:
+            failed = {c.config_id: c.tolerance_used for c in judged.configs if not c.correct}
+            missed.append(MissedCandidate(sha=cand.sha, step=cand.step, failed_shares=failed))
     return missed
+
+
+def _repairable(state: SearchState, cand: CandidateView) -> bool:
+    """An expansion (not a composition, nor the seed), not failing only as its parent does,
+    whose parent is measured and still standing."""
+    step = state.steps.get(cand.step)
+    parent = state.candidates.get(cand.parent_sha or "")
+    return (
+        step is not None
+        and step.started.composition is None
+        and cand.sha not in state.inherited_failures
+        and parent is not None
+        and parent.expandable
+        and parent.sha not in state.demoted
+    )
 
 
 def repairs_started(state: SearchState) -> frozenset[str]:

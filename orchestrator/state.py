@@ -151,6 +151,9 @@ class SearchState:
     # parent's (it failed the same inputs with the same code).
     inherited_checked: set[int] = field(default_factory=set)
     inherited_failures: set[str] = field(default_factory=set)
+    # A parent that failed its child's inputs -> (the child's step, per config the check
+    # covered, the share of its tolerance the child used there: with the parent's code).
+    inherited_misses: dict[str, tuple[int, dict[str, float | None]]] = field(default_factory=dict)
     # sha -> config -> the tunables its code read there (every passing evaluation's report).
     settings_read: dict[str, dict[str, set[str]]] = field(default_factory=dict)
     lessons: list[LessonNoted] = field(default_factory=list)
@@ -344,14 +347,16 @@ def _note_inherited(state: SearchState, check: InheritedCheck) -> None:
     if not check.parent_failed or step is None:
         return
     failed = {
-        c.config_id
+        c.config_id: c.tolerance_used
         for summary in (step.screen, step.sweep)
         if summary is not None
         for c in summary.configs
         if not c.correct
     }
-    if failed and failed <= set(check.configs):
+    if failed and set(failed) <= set(check.configs):
         state.inherited_failures.add(check.child_sha)
+    shares = {config: share for config, share in failed.items() if config in check.configs}
+    state.inherited_misses[check.parent_sha] = (check.step, shares)
 
 
 def _note_settings_read(state: SearchState, summary: EvaluationSummary) -> None:

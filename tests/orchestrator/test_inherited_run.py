@@ -183,6 +183,8 @@ def test_a_frontier_that_fails_its_childs_inputs_is_demoted(searched: Path, tmp_
         assert inherited_failures(ledger) == {parent: {"tall"}}  # never composed in there
     assert state.frontier_sha == before and parent in state.demoted
     assert child in state.inherited_failures
+    # What a repair of the demoted frontier reads: the child's miss where it ran its code.
+    assert state.inherited_misses[parent][1].keys() == {"tall"}
     assert state.ideas[charged].failures == charged_before - 1  # the parent's, not the idea's
     assert any("demoted" in line for line in reporter.lines)
     _, again = _go_on(run)  # checked once, never again
