@@ -180,9 +180,11 @@ class Judge:
         ctx, refs = self._context(config), ReferenceCache(reference, self._context(config))
         alive: list[Any] = []  # inputs stay allocated so no two trials share an address
         with phase_clock(result.phase_s, JudgePhase.CHECK_TRIALS):
-            if not self._run_trials(ctx, (refs, judged, alive), result):
-                return result  # a failing candidate gets no timing; later checks add nothing
+            passed = self._run_trials(ctx, (refs, judged, alive), result)
+        # Read where it failed too: a repair applies only ideas that act in that code.
         result.settings_read = self._settings_read(judged)
+        if not passed:
+            return result  # a failing candidate gets no timing; later checks add nothing
         with phase_clock(result.phase_s, JudgePhase.CHECK_EXTRA):
             if len(req.trials) >= 2 and not oracle:
                 aliasing = check_aliasing(ctx, judged, refs, (req.trials[0], req.trials[-1]))

@@ -315,8 +315,9 @@ class ConfigResult(BaseModel):
     settings_read: list[str] | None = Field(
         default=None,
         description="The tunables the judged arm's code read on this config, as its own "
-        "recorder reports them after the trials passed (None: not reported). Advisory: it "
-        "narrows which configs a later screen of a change measures, nothing else.",
+        "recorder reports them after the trials (the failing one included; None: not "
+        "reported). Advisory: it narrows which configs a later screen of a change measures "
+        "and which headroom ideas a repair of a miss there may draw, nothing else.",
     )
     phase_s: dict[str, float] = Field(
         default_factory=dict,

@@ -32,15 +32,25 @@ def untried_arms(state: SearchState, sha: str, arms: list[IdeaArm]) -> list[Idea
 
 
 def open_arms(
-    ctx: LoopContext, state: SearchState, sha: str, arms: list[IdeaArm]
+    ctx: LoopContext,
+    state: SearchState,
+    sha: str,
+    arms: list[IdeaArm],
+    configs: set[str] | None = None,
 ) -> list[IdeaArm] | None:
     """Of these arms, the ones with something left to change in some regime of the candidate
+    that serves one of `configs` (None: any timed config), in tunables its code read there
     (possibly none); None when its code declares no tunables (every idea is then open)."""
+    sizes = {c: s for c, s in timed_sizes(ctx).items() if configs is None or c in configs}
+    read = {
+        c: names
+        for c, names in state.settings_read.get(sha, {}).items()
+        if configs is None or c in configs
+    }
     try:
         source = read_file(ctx.repo, sha, ctx.workload.candidate_file)
-        sizes = timed_sizes(ctx)
         regimes, space = serving_regimes(source, sizes), read_space(source)
-        reads = regime_reads(source, sizes, state.settings_read.get(sha, {}))
+        reads = regime_reads(source, sizes, read)
         search_space = SearchSpace(values=space, requires=read_requirements(source))
     except (TunablesError, SyntaxError, git.GitCommandError):
         return None

@@ -72,7 +72,10 @@ def repair_start(ctx: LoopContext, state: SearchState) -> StepStarted | None:
         if miss is None:
             return None
         done.add(miss.sha)
-        arms = open_arms(ctx, state, miss.sha, untried_arms(state, miss.sha, headroom))
+        # Only ideas that act in the code that ran the failing configs can give them room
+        # (run 13: normalized-softmax, fused-only, was drawn for a miss on the torch path).
+        failed = set(miss.failed_shares)
+        arms = open_arms(ctx, state, miss.sha, untried_arms(state, miss.sha, headroom), failed)
         if arms:
             return _started(ctx, state, state.candidates[miss.sha], arms)
     return None

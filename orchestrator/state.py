@@ -154,7 +154,8 @@ class SearchState:
     # A parent that failed its child's inputs -> (the child's step, per config the check
     # covered, the share of its tolerance the child used there: with the parent's code).
     inherited_misses: dict[str, tuple[int, dict[str, float | None]]] = field(default_factory=dict)
-    # sha -> config -> the tunables its code read there (every passing evaluation's report).
+    # sha -> config -> the tunables its code read there (every evaluation's report, failing
+    # configs included: a repair reads where its miss failed).
     settings_read: dict[str, dict[str, set[str]]] = field(default_factory=dict)
     lessons: list[LessonNoted] = field(default_factory=list)
     research_seen_seq: int = 0

@@ -1,4 +1,4 @@
-"""The judge reports which tunables a passing candidate's code read, per config, in a subprocess."""
+"""The judge reports which tunables a candidate's code read, per config, in a subprocess."""
 
 from __future__ import annotations
 
@@ -31,7 +31,8 @@ def test_a_candidate_without_a_recorder_reports_nothing(tmp_path: Path) -> None:
     assert result.configs[0].settings_read is None
 
 
-def test_a_failing_candidate_reports_nothing(tmp_path: Path) -> None:
+def test_a_failing_candidate_reports_what_its_code_read_where_it_failed(tmp_path: Path) -> None:
+    # A repair applies only ideas that act in the code that failed (orchestrator/repair.py).
     sources = track3_workload().seed_sources()
     broken = tmp_path / "broken"
     broken.mkdir()
@@ -43,4 +44,7 @@ def test_a_failing_candidate_reports_nothing(tmp_path: Path) -> None:
     )
     result = gate_module(entry, "track3", ["cpu-5"], TRIALS, tmp_path)
     assert result.outcome is Outcome.INCORRECT
-    assert result.configs[0].settings_read is None
+    names = result.configs[0].settings_read
+    # Its forward returns before the layers: what it read is the wrapper's, nothing deeper.
+    assert names is not None and {"graph_capture", "batch_chunk"} <= set(names)
+    assert "matmul_precision" not in names and "gelu" not in names

@@ -39,10 +39,12 @@ def searched(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def _plant(run: Path, share: float) -> tuple[str, str, dict[str, str]]:
+def _plant(
+    run: Path, share: float, reads: list[str] | None = None
+) -> tuple[str, str, dict[str, str]]:
     """A child C of the frontier P that moved middle_layout and failed config 'tall' using
-    `share` of its tolerance, and a headroom idea that flips association: (P, C, P's
-    tunables)."""
+    `share` of its tolerance (its code there read `reads`; None: not reported), and a
+    headroom idea that flips association: (P, C, P's tunables)."""
     repo = git.Repo(run / "repo")
     with Ledger.open_path(run / "ledger.sqlite", create=False) as ledger:
         state = derive_state(ledger)
@@ -53,7 +55,7 @@ def _plant(run: Path, share: float) -> tuple[str, str, dict[str, str]]:
         child, child_tree = _commit(repo, parent, write_tunables(source, moved), "planted/child")
         step = state.next_step
         idea = next(i for i in state.ideas if i != HEADROOM)
-        failed = config_digest("tall", False, tolerance_used=share)
+        failed = config_digest("tall", False, reads, tolerance_used=share)
         records: list[Record] = [
             IdeaRegistered(
                 idea_id=HEADROOM,
@@ -116,7 +118,7 @@ def test_a_narrow_miss_is_repaired_from_its_own_code_as_its_parents_child(
 ) -> None:
     run = tmp_path / "run"
     shutil.copytree(searched, run)
-    parent, child, tunables = _plant(run, share=1.3)
+    parent, child, tunables = _plant(run, 1.3, ["association", "middle_layout"])
     state = _go_on(run)
     step = state.steps[max(state.steps)]
     assert step.started.repair_of == child and step.started.parent_sha == parent
@@ -134,13 +136,19 @@ def test_a_narrow_miss_is_repaired_from_its_own_code_as_its_parents_child(
     assert [s.started.repair_of for s in again.steps.values()].count(child) == 1
 
 
-def test_a_wide_miss_or_repairs_off_leave_the_ordinary_search(
+def test_a_wide_miss_a_miss_no_headroom_idea_reaches_or_repairs_off_are_not_repaired(
     searched: Path, tmp_path: Path
 ) -> None:
-    for share, overrides in ((40.0, {}), (1.3, {"repair_narrow_misses": False})):
-        run = tmp_path / f"run-{share}-{len(overrides)}"
+    cases: list[tuple[float, list[str] | None, dict[str, Any]]] = [
+        (40.0, None, {}),
+        # Its code read only middle_layout where it failed: flipping association acts elsewhere.
+        (1.3, ["middle_layout"], {}),
+        (1.3, None, {"repair_narrow_misses": False}),
+    ]
+    for number, (share, reads, overrides) in enumerate(cases):
+        run = tmp_path / f"run-{number}"
         shutil.copytree(searched, run)
-        _, child, _ = _plant(run, share=share)
+        _, child, _ = _plant(run, share, reads)
         state = _go_on(run, **overrides)
         assert all(s.started.repair_of is None for s in state.steps.values())
         assert max(state.steps) > state.candidates[child].step  # a step was drawn instead
