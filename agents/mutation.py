@@ -63,13 +63,19 @@ class SearchSpace:
         """The settings that act: two variants equal here run the same code."""
         return {n: v for n, v in tunables.items() if self.acts(n, tunables)}
 
-    def with_requirements(self, names: Iterable[str]) -> set[str]:
+    def with_requirements(
+        self, names: Iterable[str], tunables: Mapping[str, str] | None = None
+    ) -> set[str]:
         """These tunables and every one they need to act, transitively (an idea about the
-        fused kernels' block size also switches the fused kernels on)."""
+        fused kernels' block size also switches the fused kernels on); with `tunables`, only
+        the requirements those settings do not meet already (switched on, they stay as
+        they are: run 13 counted fused_kernel, which the torch path reads, for a softmax
+        idea on a parent whose fused kernels were on)."""
         found, pending = set(names), list(names)
         while pending:
-            for other in self.requires.get(pending.pop(), {}):
-                if other not in found:
+            for other, value in self.requires.get(pending.pop(), {}).items():
+                met = tunables is not None and tunables.get(other) == value
+                if other not in found and not met:
                     found.add(other)
                     pending.append(other)
         return found

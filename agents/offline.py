@@ -176,12 +176,12 @@ def open_regimes(
     timing. What a target needs to act counts as the idea's (space: the fused kernels' block
     sizes switch the fused kernels on, which the torch path reads). Ideas without concrete
     targets stay open everywhere."""
-    touched = (space or SearchSpace(values={})).with_requirements(targets)
+    space = space or SearchSpace(values={})
     return sorted(
         name
         for name, tunables in regimes.items()
         if not idea_applied(dict(targets), dict(tunables))
-        and acts_in(touched, (reads or {}).get(name))
+        and acts_in(space.with_requirements(targets, tunables), (reads or {}).get(name))
     )
 
 

@@ -324,3 +324,9 @@ def test_an_ideas_tunables_include_what_they_need_to_act() -> None:
     assert space.with_requirements(["block"]) == {"block", "fused", "graph"}
     assert space.with_requirements(["graph"]) == {"graph"}
     assert space.with_requirements([]) == set()
+    # Requirements the settings already meet are not the idea's to change.
+    assert space.with_requirements(["block"], {"fused": "on", "graph": "yes"}) == {"block"}
+    assert space.with_requirements(["block"], {"fused": "off", "graph": "yes"}) == {
+        "block",
+        "fused",
+    }

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from agents.mutation import SearchSpace
-from orchestrator.idea_arms import open_ideas
+from orchestrator.idea_arms import changing_arms, open_ideas
 from search import IdeaArm
 
 
@@ -72,3 +72,18 @@ def test_an_idea_whose_tunables_no_regime_read_is_left_out() -> None:
         regimes,
         (reads, SearchSpace(values={})),
     ) == [arms[0], arms[2]]
+
+
+def test_a_requirement_already_met_does_not_count_as_the_ideas() -> None:
+    """Run 13: the fused kernels were on, config 7 ran the torch path (it read fused_kernel
+    and the width bound there, to decide so); a softmax idea for the fused kernels, which
+    needs them on, changes nothing that code runs."""
+    arms = [arm("softmax", 0)]
+    targets: dict[str, dict[str, str | None]] = {"softmax": {"softmax": "normalized"}}
+    space = SearchSpace(values={}, requires={"softmax": {"fused": "on"}})
+    reads: dict[str, set[str] | None] = {"TUNABLES": {"fused", "min_width", "precision"}}
+    on = {"TUNABLES": {"fused": "on", "softmax": "online"}}
+    off = {"TUNABLES": {"fused": "off", "softmax": "online"}}
+    assert changing_arms(arms, targets, on, (reads, space)) == []
+    # Off, the idea switches the fused kernels on, which does change what runs there.
+    assert changing_arms(arms, targets, off, (reads, space)) == arms
