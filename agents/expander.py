@@ -68,6 +68,11 @@ class ExpansionRequest(BaseModel):
         "repair changes a child that missed the tolerance narrowly and commits the result as "
         "another child of the parent (None: the parent's code).",
     )
+    source_misses: dict[str, float | None] = Field(
+        default_factory=dict,
+        description="A repair's reason: per config the source failed, the share of its "
+        "tolerance its worst element used (1 fails; empty: not a repair).",
+    )
     branch: str = Field(description="Branch name to create for the new commit.")
     candidate_file: str = Field(description="The candidate module inside the tree.")
     idea: IdeaBrief = Field(description="The idea to implement.")

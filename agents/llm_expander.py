@@ -31,6 +31,26 @@ from prompts import RenderedPrompt, render_prompt
 NUDGE = "Use the tools to make the change; finish with commit(message)."
 
 
+def starting_point(request: ExpansionRequest) -> str:
+    """What the worktree holds: the parent's code, or a repair's source and why it failed."""
+    if request.source_sha is None:
+        return "The worktree holds the parent's code."
+    # Only failing configs are listed (shares above 1): a plain percentage cannot read as a
+    # pass. agents/ may not import harness.models.share_text.
+    misses = ", ".join(
+        f"config {config}: "
+        + ("share not reported" if share is None else f"{share * 100:.1f}% of its tolerance used")
+        for config, share in sorted(request.source_misses.items())
+    )
+    return (
+        f"This is a repair. The worktree holds candidate {request.source_sha[:10]}'s code, not "
+        f"the parent's: it changed the parent and missed the tolerance narrowly "
+        f"({misses or 'no config reported'}; 100% fails). Implement the idea on that code to "
+        "give those configs headroom while keeping its speed; the commit is judged as another "
+        "child of the parent."
+    )
+
+
 class LLMExpanderSettings(BaseModel):
     """Limits of one expansion."""
 
@@ -79,6 +99,7 @@ class LLMExpander:
                 "idea_source": request.idea.source,
                 "idea_id": request.idea.idea_id,
                 "idea_text": request.idea.text,
+                "starting_point": starting_point(request),
                 "max_turns": str(self.settings.max_turns),
                 **(request.context or ExpansionContext()).sections(),
             },

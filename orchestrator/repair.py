@@ -27,14 +27,12 @@ def missed_candidates(state: SearchState) -> list[MissedCandidate]:
     for cand in state.candidates.values():
         if not _repairable(state, cand):
             continue
-        step = state.steps[cand.step]
-        judged = step.sweep or step.screen
+        shares = state.failed_shares(cand.sha)
         if cand.sha in state.inherited_misses and cand.sha in state.demoted:
-            when, shares = state.inherited_misses[cand.sha]
+            when = state.inherited_misses[cand.sha][0]  # its failure came to light there
             missed.append(MissedCandidate(sha=cand.sha, step=when, failed_shares=shares))
-        elif cand.verdict is Verdict.FAILED_CORRECTNESS and judged is not None:
-            failed = {c.config_id: c.tolerance_used for c in judged.configs if not c.correct}
-            missed.append(MissedCandidate(sha=cand.sha, step=cand.step, failed_shares=failed))
+        elif cand.verdict is Verdict.FAILED_CORRECTNESS and shares:
+            missed.append(MissedCandidate(sha=cand.sha, step=cand.step, failed_shares=shares))
     return missed
 
 

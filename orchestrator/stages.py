@@ -154,6 +154,7 @@ def expansion_request(ctx: LoopContext, state: SearchState, step: StepView) -> E
         worktree_root=ctx.paths.worktrees,
         parent_sha=started.parent_sha,
         source_sha=started.repair_of,
+        source_misses=state.failed_shares(started.repair_of) if started.repair_of else {},
         branch=step_branch(number),
         candidate_file=ctx.workload.candidate_file,
         idea=IdeaBrief(

@@ -214,6 +214,19 @@ class SearchState:
         ideas = {arm.idea_id for arm in self.idea_arms(device_kind)}
         return {sha for sha, tried in self.no_change.items() if ideas and ideas <= tried}
 
+    def failed_shares(self, sha: str) -> dict[str, float | None]:
+        """Per config the candidate failed, the share of its tolerance its worst element used
+        (a frontier demoted for failing its child's inputs: the child's, where it ran the
+        frontier's code); empty when it failed none."""
+        if sha in self.demoted and sha in self.inherited_misses:
+            return dict(self.inherited_misses[sha][1])
+        cand = self.candidates.get(sha)
+        step = self.steps.get(cand.step) if cand is not None else None
+        judged = (step.sweep or step.screen) if step is not None else None
+        if judged is None:
+            return {}
+        return {c.config_id: c.tolerance_used for c in judged.configs if not c.correct}
+
     def ancestry(self, sha: str | None) -> list[str]:
         """The candidate, its parent, and so on to the seed (stops at a candidate the run
         does not know, and never loops)."""

@@ -76,3 +76,10 @@ def test_a_repair_step_marks_its_miss_repaired() -> None:
     state = _run()
     _step(state, 5, "seed", repair_of="narrow")
     assert repairs_started(state) == frozenset({"narrow"})
+
+
+def test_failed_shares_read_a_demoted_frontier_from_its_childs_miss() -> None:
+    state = _run()
+    assert state.failed_shares("narrow") == {"6": 1.2}
+    assert state.failed_shares("fused") == {"6": 1.4}  # its child's, where it ran fused's code
+    assert state.failed_shares("seed") == {}  # no step of its own was judged failing
