@@ -104,7 +104,7 @@ class StageRequest:
     config_ids: list[str]
     timing: TimingPlan | None
     config_weights: dict[str, float]
-    attempt: int = 0  # > 0: the stage measured again (its earlier sweep was tainted)
+    attempt: int = 0  # > 0: measured again (an earlier sweep tainted, an earlier screen cut)
     time_limit_s: float | None = None  # the stage's own cap (None: the runner's)
 
     @property

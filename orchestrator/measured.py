@@ -106,6 +106,7 @@ def plan_screen(ctx: LoopContext, state: SearchState, step: StepView) -> StagePl
         timing=ctx.settings.screen_timing or default_timing(ctx.device, "screen"),
         config_weights=state.config_weights,
         time_limit_s=screen_time_limit(ctx.settings),
+        attempt=step.timed_out_screens,
     )
     return plan_stage(ctx, job, state.frontier_sha, None)
 
@@ -123,6 +124,13 @@ def record_screen(ctx: LoopContext, plan: StagePlan, result: EvaluationResult) -
     job = plan.job
     label = _label(ctx, job.step)
     records = _records(ctx, plan, result)
+    if result.outcome is Outcome.TIMEOUT and job.attempt < ctx.settings.screen_timeout_retries:
+        ctx.ledger.append_many(records)  # no verdict: the step screens again
+        ctx.reporter.line(
+            f"{label}screen: timeout after {result.wall_s:.1f} s; screened again "
+            f"(attempt {job.attempt + 2}), past what the compile caches kept"
+        )
+        return
     if result.outcome is not Outcome.PASSED:
         records.append(failed_verdict(job.sha, job.step, Stage.SCREEN, result))
         ctx.ledger.append_many(records)

@@ -290,6 +290,15 @@ class Settings(BaseModel):
         "candidate whose build compiles for minutes would otherwise spend a short run's time.",
     )
 
+    screen_timeout_retries: int = Field(
+        default=1,
+        ge=0,
+        description="How many times a screen cut at its time limit runs again before the "
+        "candidate is judged failed_run: the compile caches keep what the cut judge built, "
+        "so the next attempt starts past it (run 13: two fused fp32 variants were cut at 60 s "
+        "while Triton compiled, and their ideas were never measured).",
+    )
+
     @field_validator("expander")
     @classmethod
     def _known_expander(cls, value: str) -> str:

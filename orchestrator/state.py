@@ -103,6 +103,7 @@ class StepView:
     screen: EvaluationSummary | None = None
     sweep: EvaluationSummary | None = None
     tainted_sweeps: int = 0
+    timed_out_screens: int = 0
     superseded_sweeps: int = 0
     verdict: Verdict | None = None
 
@@ -345,7 +346,9 @@ def _apply_event(state: SearchState, kind: str, payload: dict[str, Any]) -> None
         _note_settings_read(state, summary)
         if summary.step in state.steps:
             step = state.steps[summary.step]
-            if summary.stage is Stage.SCREEN:
+            if summary.stage is Stage.SCREEN and summary.outcome == Outcome.TIMEOUT.value:
+                step.timed_out_screens += 1  # screened again (or judged: the verdict closes it)
+            elif summary.stage is Stage.SCREEN:
                 step.screen = summary
             elif summary.superseded_by is not None:
                 step.superseded_sweeps += 1  # measured against a replaced frontier: again
