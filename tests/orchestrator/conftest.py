@@ -9,7 +9,8 @@ import pytest
 
 from harness.models import TimingPlan
 from kernels.workload import TrialSpec
-from orchestrator.events import ConfigSummary, EvaluationSummary, Stage
+from ledger import CandidateRecord, VerdictRecord
+from orchestrator.events import ConfigSummary, EvaluationSummary, Stage, StepStarted
 from orchestrator.settings import Settings
 
 FAST_SCREEN = TimingPlan(min_rounds=4, max_rounds=8, budget_s=0.3, target_half_width=0.05)
@@ -62,6 +63,47 @@ def config_digest(
         ratios=[],
         settings_read=settings_read,
         failed_trial=failed_trial,
+    )
+
+
+def step_started(step: int, parent: str, idea: str, **extra: Any) -> StepStarted:
+    """A step the samplers drew (thetas 0.5, nothing forced); extra: composition, repair_of."""
+    return StepStarted(
+        step=step,
+        parent_sha=parent,
+        idea_id=idea,
+        parent_theta=0.5,
+        idea_theta=0.5,
+        idea_forced=False,
+        parent_forced=False,
+        **extra,
+    )
+
+
+def planted_child(sha: str, tree: str, parent: str, step: int, idea: str) -> CandidateRecord:
+    """A child the offline expander would have committed, planted in a ledger by hand."""
+    return CandidateRecord(
+        sha=sha,
+        tree_sha=tree,
+        parent_sha=parent,
+        step=step,
+        idea_id=idea,
+        agent="offline",
+        message="planted child",
+        prompt_hash=None,
+        cost={},
+    )
+
+
+def failed_correctness(sha: str, stage: Stage) -> VerdictRecord:
+    """The verdict of a candidate that failed config 'tall' at this stage."""
+    return VerdictRecord(
+        candidate_sha=sha,
+        verdict="failed_correctness",
+        stage=stage.value,
+        reason="failed correctness on configs ['tall']",
+        objective=None,
+        details={"success": False},
     )
 
 

@@ -15,14 +15,17 @@ from agents.tunables import read_tunables
 from kernels.workload import TrialSpec
 from ledger import CandidateRecord, Ledger, Record, VerdictRecord
 from orchestrator import service
-from orchestrator.events import EventKind, InheritedCheck, Stage, StepStarted
+from orchestrator.events import EventKind, InheritedCheck, Stage
 from orchestrator.regime_scores import inherited_failures
 from orchestrator.state import derive_state
 from tests.orchestrator.conftest import (
     ListReporter,
     config_digest,
     evaluation_summary,
+    failed_correctness,
     fast_settings,
+    planted_child,
+    step_started,
 )
 
 pytestmark = pytest.mark.slow
@@ -112,40 +115,15 @@ def _plant(run: Path, parent_wrong: bool, child_regime: str) -> tuple[str, str, 
                 objective=100.0,
                 details={"success": True},
             ),
-            StepStarted(
-                step=step + 1,
-                parent_sha=parent,
-                idea_id=idea,
-                parent_theta=0.5,
-                idea_theta=0.5,
-                idea_forced=False,
-                parent_forced=False,
-            ).to_event(EventKind.STEP_STARTED),
-            CandidateRecord(
-                sha=child,
-                tree_sha=child_tree,
-                parent_sha=parent,
-                step=step + 1,
-                idea_id=idea,
-                agent="offline",
-                message="planted child",
-                prompt_hash=None,
-                cost={},
-            ),
+            step_started(step + 1, parent, idea).to_event(EventKind.STEP_STARTED),
+            planted_child(child, child_tree, parent, step + 1, idea),
             evaluation_summary(
                 step + 1,
                 child,
                 Stage.SCREEN,
                 [config_digest("tall", False, failed_trial=FAILED_INPUTS), config_digest("short")],
             ).to_event(EventKind.EVALUATION),
-            VerdictRecord(
-                candidate_sha=child,
-                verdict="failed_correctness",
-                stage="screen",
-                reason="failed correctness on configs ['tall']",
-                objective=None,
-                details={"success": False},
-            ),
+            failed_correctness(child, Stage.SCREEN),
         ]
         for record in records:
             ledger.append(record)

@@ -2,25 +2,15 @@
 
 from __future__ import annotations
 
-from orchestrator.events import Stage, StepStarted
+from orchestrator.events import Stage
 from orchestrator.repair import missed_candidates, repairs_started
 from orchestrator.state import CandidateView, SearchState, StepView
 from search import Verdict
-from tests.orchestrator.conftest import config_digest, evaluation_summary
+from tests.orchestrator.conftest import config_digest, evaluation_summary, step_started
 
 
 def _step(state: SearchState, number: int, parent: str, **extra: object) -> StepView:
-    started = StepStarted(
-        step=number,
-        parent_sha=parent,
-        idea_id="i",
-        parent_theta=0.5,
-        idea_theta=0.5,
-        idea_forced=False,
-        parent_forced=False,
-        **extra,
-    )
-    state.steps[number] = StepView(started=started)
+    state.steps[number] = StepView(started=step_started(number, parent, "i", **extra))
     return state.steps[number]
 
 

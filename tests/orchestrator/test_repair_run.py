@@ -12,11 +12,18 @@ import git
 import pytest
 
 from agents.tunables import read_tunables, write_tunables
-from ledger import CandidateRecord, Ledger, Record, VerdictRecord
+from ledger import Ledger, Record
 from orchestrator import service
-from orchestrator.events import EventKind, IdeaRegistered, Stage, StepStarted
+from orchestrator.events import EventKind, IdeaRegistered, Stage
 from orchestrator.state import SearchState, derive_state
-from tests.orchestrator.conftest import ListReporter, config_digest, evaluation_summary
+from tests.orchestrator.conftest import (
+    ListReporter,
+    config_digest,
+    evaluation_summary,
+    failed_correctness,
+    planted_child,
+    step_started,
+)
 from tests.orchestrator.conftest import fast_settings as base_settings
 from tests.orchestrator.test_inherited_run import _commit
 
@@ -67,37 +74,12 @@ def _plant(
                 devices=["cpu", "cuda"],
                 headroom=True,
             ).to_event(EventKind.IDEA_REGISTERED),
-            StepStarted(
-                step=step,
-                parent_sha=parent,
-                idea_id=idea,
-                parent_theta=0.5,
-                idea_theta=0.5,
-                idea_forced=False,
-                parent_forced=False,
-            ).to_event(EventKind.STEP_STARTED),
-            CandidateRecord(
-                sha=child,
-                tree_sha=child_tree,
-                parent_sha=parent,
-                step=step,
-                idea_id=idea,
-                agent="offline",
-                message="planted child",
-                prompt_hash=None,
-                cost={},
-            ),
+            step_started(step, parent, idea).to_event(EventKind.STEP_STARTED),
+            planted_child(child, child_tree, parent, step, idea),
             evaluation_summary(step, child, Stage.SWEEP, [failed, config_digest("short")]).to_event(
                 EventKind.EVALUATION
             ),
-            VerdictRecord(
-                candidate_sha=child,
-                verdict="failed_correctness",
-                stage="sweep",
-                reason="failed correctness on configs ['tall']",
-                objective=None,
-                details={"success": False},
-            ),
+            failed_correctness(child, Stage.SWEEP),
         ]
         for record in records:
             ledger.append(record)
