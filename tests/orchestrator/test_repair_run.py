@@ -5,6 +5,8 @@ real git); a wide miss, or repairs switched off, leaves the ordinary search."""
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -134,3 +136,22 @@ def test_a_wide_miss_a_miss_no_headroom_idea_reaches_or_repairs_off_are_not_repa
         state = _go_on(run, **overrides)
         assert all(s.started.repair_of is None for s in state.steps.values())
         assert max(state.steps) > state.candidates[child].step  # a step was drawn instead
+
+
+def test_the_replay_script_names_the_open_headroom_ideas_of_each_miss(
+    searched: Path, tmp_path: Path
+) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(searched, run)
+    _, child, _ = _plant(run, 1.3, ["middle_layout"])
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "repair_replay.py"
+    done = subprocess.run(
+        [sys.executable, str(script), str(run)], capture_output=True, text=True, check=True
+    )
+    row = next(line for line in done.stdout.splitlines() if line.startswith(f"| {child[:10]}"))
+    # Its code read only middle_layout on 'tall' (its own report): no headroom idea acts.
+    assert "tall (1.300)" in row and "| own |" in row and row.endswith("| none |")
+    missing = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "none")], capture_output=True, text=True
+    )
+    assert missing.returncode != 0 and "not a run directory" in missing.stderr
