@@ -291,3 +291,85 @@ def test_declared_reads_takes_only_a_well_formed_answer() -> None:
     assert declared_reads(Model(RuntimeError("no"))) is None
     assert declared_reads(Model(SystemExit(0))) is None  # the judge goes on
     assert declared_reads(object()) is None  # no recorder at all
+
+
+def _seed_module(seed: ModuleType, name: str) -> ModuleType:
+    return sys.modules[seed.__name__.rsplit(".", 1)[0] + "." + name]
+
+
+class _ResultDtypes(torch.overrides.TorchFunctionMode):
+    """The dtype of every GEMM result a forward computes, in call order."""
+
+    GEMMS = frozenset({"linear", "matmul", "__matmul__", "addmm", "bmm", "baddbmm"})
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.dtypes: list[torch.dtype] = []
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        out = func(*args, **(kwargs or {}))
+        if getattr(func, "__name__", "") in self.GEMMS and isinstance(out, torch.Tensor):
+            self.dtypes.append(out.dtype)
+        return out
+
+
+@pytest.mark.parametrize(("attention", "fp32_per_layer"), [("explicit", 4), ("sdpa", 3)])
+def test_low_precision_islands_keep_fp32_the_results_fp32_work_reads(
+    track3_seed: ModuleType, attention: str, fp32_per_layer: int
+) -> None:
+    """Under fp16 islands only a GEMM result that is the next GEMM's operand is rounded (Q,
+    K, V and the attention context): the scores, out_proj and both FFN GEMMs return fp32,
+    which the softmax, GELU and residual read (rounding them cost config 8 on the H200 92% of
+    its tolerance)."""
+    cfg = CONFIGS["cpu-1"]
+    tunables = {**track3_seed.TUNABLES, "matmul_precision": "fp16", "attention": attention}
+    model = candidate(track3_seed, "cpu-1", build_reference(cfg, "cpu"), tunables)
+    recorder = _ResultDtypes()
+    with torch.no_grad(), recorder:
+        model(*generate_inputs(cfg, 1234, 0.25))
+    layers = cfg.num_layers
+    assert recorder.dtypes.count(torch.float32) == fp32_per_layer * layers, recorder.dtypes
+    low = 4 if attention == "explicit" else 3  # Q, K, V (and explicit attention's P @ V)
+    assert recorder.dtypes.count(torch.float16) == low * layers, recorder.dtypes
+
+
+def test_fp32_result_gemms_multiply_the_low_precision_values(track3_seed: ModuleType) -> None:
+    """Where torch's out_dtype GEMMs do not run (here: the CPU) the fallback computes the same
+    products: the operands' fp16 values in fp32, an fp32 bias and result."""
+    common = _seed_module(track3_seed, "common")
+    forms = common.Fp32Results()
+    assert forms.form(torch.device("cpu"), torch.float16) == common.EMULATED
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(2, 3, 8, generator=g).half()
+    w, b = torch.randn(5, 8, generator=g).half(), torch.randn(5, generator=g)
+    out = common.linear_fp32(x, w, b, forms)
+    assert out.dtype == torch.float32 and out.shape == (2, 3, 5)
+    assert torch.equal(out, torch.nn.functional.linear(x.float(), w.float(), b))
+    a, k = torch.randn(2, 4, 3, 8, generator=g).half(), torch.randn(2, 4, 8, 6, generator=g).half()
+    scores = common.matmul_fp32(a, k, forms)
+    assert scores.dtype == torch.float32 and torch.equal(scores, a.float() @ k.float())
+
+
+@pytest.mark.gpu
+def test_cuda_runs_the_out_dtype_gemms_and_they_agree_with_the_fallback(
+    track3_seed: ModuleType,
+) -> None:
+    """On the H200 (torch 2.11) the fp32-result GEMMs are cuBLAS's own; they compute what
+    the fallback computes, to fp32 accumulation order."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    common = _seed_module(track3_seed, "common")
+    forms, cuda = common.Fp32Results(), torch.device("cuda")
+    assert forms.form(cuda, torch.float16) == common.NATIVE
+    g = torch.Generator(device="cuda").manual_seed(0)
+    x = torch.randn(64, 256, generator=g, device=cuda).half()
+    w = torch.randn(128, 256, generator=g, device=cuda).half()
+    b = torch.randn(128, generator=g, device=cuda)
+    native = common.linear_fp32(x, w, b, forms)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        exact = torch.nn.functional.linear(x.double(), w.double(), b.double()).float()
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = True
+    assert native.dtype == torch.float32
+    assert torch.allclose(native, exact, rtol=1e-5, atol=1e-4)

@@ -7,7 +7,16 @@ import torch.nn.functional as F
 from torch import nn
 
 from .chunking import explicit_scores_exceed
-from .common import LOW_PRECISION, DerivedCache, SettingsRead, weight_key, zero_padded
+from .common import (
+    LOW_PRECISION,
+    DerivedCache,
+    Fp32Results,
+    SettingsRead,
+    linear_fp32,
+    matmul_fp32,
+    weight_key,
+    zero_padded,
+)
 
 
 class MultiHeadAttention(nn.Module):
@@ -23,6 +32,7 @@ class MultiHeadAttention(nn.Module):
         self.v_proj = nn.Linear(d_model, d_model, bias=True)
         self.out_proj = nn.Linear(d_model, d_model, bias=True)
         self._weights = DerivedCache()
+        self._forms = Fp32Results()
         self._masks: dict[tuple[int, str], torch.Tensor] = {}
 
     def _derived(self, compute_dtype: torch.dtype) -> dict[str, torch.Tensor]:
@@ -91,7 +101,13 @@ class MultiHeadAttention(nn.Module):
         b, h, s, dh = q.shape
         scale = (self.d_model / self.num_heads) ** -0.5
         mode = self.tunables["score_scale"]
-        if mode == "baddbmm":
+        if q.dtype in LOW_PRECISION.values():
+            # Low-precision operands, fp32 scores: rounding the scores would cost the softmax
+            # more than rounding its operands does (a TF32 reference rounds those too).
+            q = q * scale if mode == "prescale_q" else q
+            scores = matmul_fp32(q, k.transpose(-2, -1), self._forms)
+            scores = scores if mode == "prescale_q" else scores * scale
+        elif mode == "baddbmm":
             q3, k3 = q.reshape(b * h, s, dh), k.reshape(b * h, s, dh)
             empty = torch.empty(b * h, s, s, device=q.device, dtype=q.dtype)
             scores = torch.baddbmm(empty, q3, k3.transpose(1, 2), beta=0.0, alpha=scale)
@@ -127,5 +143,9 @@ class MultiHeadAttention(nn.Module):
             merged = merged.contiguous().view(b, s, d)
         else:
             merged = merged.reshape(b, s, d)
-        out = F.linear(merged, w["o_w"], w["o_b"]).to(x.dtype)
+        if compute_dtype in LOW_PRECISION.values():
+            # fp32 result: the residual adds it in fp32, as the reference does.
+            out = linear_fp32(merged, w["o_w"], self.out_proj.bias, self._forms).to(x.dtype)
+        else:
+            out = F.linear(merged, w["o_w"], w["o_b"]).to(x.dtype)
         return zero_padded(out, mask, self.tunables["padding_mask"])

@@ -56,8 +56,8 @@ TUNABLE_SPACE = {
     },
     "matmul_precision": {
         "values": ["fp32", "fp16", "bf16"],
-        "doc": "precision islands of the torch path: GEMM and attention operands in fp32, fp16 "
-        "or bf16 with fp32 LayerNorm, softmax and residual (the fused kernels fix their own)",
+        "doc": "torch path GEMM operands in fp32, fp16 or bf16; fp32 accumulation, LayerNorm, "
+        "softmax, residual and results fp32 work reads (the fused kernels fix their own)",
     },
     "gelu": {
         "values": ["erf", "tanh"],

@@ -1,12 +1,65 @@
-"""Shared helpers of the candidate: padded-row masking and caches of derived tensors."""
+"""Shared helpers of the candidate: padded-row masking, caches, fp32-result low-precision GEMMs."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 
 LOW_PRECISION = {"fp16": torch.float16, "bf16": torch.bfloat16}
+# How a device runs a GEMM of low-precision operands with an fp32 result: torch's out_dtype
+# addmm/bmm (cuBLAS), or the operands' values multiplied in fp32 (the same products: fp16 and
+# bf16 values are exact in fp32 and in TF32).
+NATIVE, EMULATED = "out_dtype", "emulated"
+
+
+class Fp32Results:
+    """Which form of fp32-result GEMM each device and operand dtype runs, found once by trying
+    torch's out_dtype matmuls there (absent before torch 2.7 and on the CPU)."""
+
+    def __init__(self) -> None:
+        self._forms: dict[tuple[str, torch.dtype], str] = {}
+
+    def form(self, device: torch.device, dtype: torch.dtype) -> str:
+        key = (str(device), dtype)
+        if key in self._forms:
+            return self._forms[key]
+        if device.type != "cuda":
+            return EMULATED
+        if torch.compiler.is_compiling() or torch.cuda.is_current_stream_capturing():
+            return EMULATED  # no trial inside a trace or a capture: decided on a plain call
+        try:
+            a = torch.ones(16, 16, device=device, dtype=dtype)
+            torch.addmm(torch.zeros(16, device=device), a, a, out_dtype=torch.float32)
+            torch.bmm(a[None], a[None], out_dtype=torch.float32)
+            self._forms[key] = NATIVE
+        except (RuntimeError, TypeError, NotImplementedError):
+            self._forms[key] = EMULATED
+        return self._forms[key]
+
+
+def linear_fp32(
+    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, forms: Fp32Results
+) -> torch.Tensor:
+    """x @ weight.T + bias in fp32 from low-precision x and weight: products of their values,
+    fp32 accumulation, an fp32 bias and result (nothing rounded back to low precision)."""
+    if forms.form(x.device, x.dtype) == NATIVE:
+        flat = x.reshape(-1, x.shape[-1])
+        out = torch.addmm(bias.float(), flat, weight.t(), out_dtype=torch.float32)
+        return out.view(*x.shape[:-1], weight.shape[0])
+    return F.linear(x.float(), weight.float(), bias.float())
+
+
+def matmul_fp32(a: torch.Tensor, b: torch.Tensor, forms: Fp32Results) -> torch.Tensor:
+    """a @ b over the leading (batch) dimensions in fp32 from low-precision operands."""
+    if forms.form(a.device, a.dtype) == NATIVE:
+        lead = a.shape[:-2]
+        flat_a = a.reshape(-1, *a.shape[-2:])
+        flat_b = b.reshape(-1, *b.shape[-2:])
+        out = torch.bmm(flat_a, flat_b, out_dtype=torch.float32)
+        return out.view(*lead, a.shape[-2], b.shape[-1])
+    return a.float() @ b.float()
 
 
 def zero_padded(x: torch.Tensor, mask: torch.Tensor | None, mode: str) -> torch.Tensor:
