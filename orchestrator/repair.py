@@ -37,13 +37,16 @@ def missed_candidates(state: SearchState) -> list[MissedCandidate]:
 
 
 def _repairable(state: SearchState, cand: CandidateView) -> bool:
-    """An expansion (not a composition, nor the seed), not failing only as its parent does,
-    whose parent is measured and still standing."""
+    """An expansion (not a composition, a repair, nor the seed), not failing only as its
+    parent does, whose parent is measured and still standing. A repair's own miss is not
+    repaired again: a repair is one speculative step, never a chain (runs 13 and 14 on the
+    H200 each spent a step repairing a repair that had failed on another config)."""
     step = state.steps.get(cand.step)
     parent = state.candidates.get(cand.parent_sha or "")
     return (
         step is not None
         and step.started.composition is None
+        and step.started.repair_of is None
         and cand.sha not in state.inherited_failures
         and parent is not None
         and parent.expandable
@@ -56,6 +59,18 @@ def repairs_started(state: SearchState) -> frozenset[str]:
     return frozenset(s.started.repair_of for s in state.steps.values() if s.started.repair_of)
 
 
+def unmeasured_ideas(state: SearchState) -> frozenset[str]:
+    """Ideas with a candidate in this run that no screen could judge in its time limit (cut,
+    and cut again on its retry). Not a score of the idea (a timeout is infrastructure), but
+    a repair is a single step: one that cannot be measured is wasted (run 14 on the H200 spent
+    two of its eight steps on fp32 IEEE operands, whose Triton builds outlast a screen)."""
+    return frozenset(
+        state.steps[cand.step].started.idea_id
+        for cand in state.candidates.values()
+        if cand.timed_out and cand.step in state.steps
+    )
+
+
 def repair_start(ctx: LoopContext, state: SearchState) -> StepStarted | None:
     """A repair step when one is due: the newest narrow miss not repaired yet on which a
     headroom idea still changes something, its idea drawn by the idea sampler among those;
@@ -63,7 +78,12 @@ def repair_start(ctx: LoopContext, state: SearchState) -> StepStarted | None:
     if not ctx.settings.repair_narrow_misses:
         return None
     rule = RepairSettings(margin=ctx.settings.repair_margin)
-    headroom = [a for a in state.idea_arms(ctx.device) if state.ideas[a.idea_id].headroom]
+    unmeasured = unmeasured_ideas(state)
+    headroom = [
+        a
+        for a in state.idea_arms(ctx.device)
+        if state.ideas[a.idea_id].headroom and a.idea_id not in unmeasured
+    ]
     done = set(repairs_started(state))
     while headroom:
         miss = choose_repair(missed_candidates(state), frozenset(done), rule)

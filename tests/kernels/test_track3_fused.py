@@ -397,7 +397,8 @@ NORMALIZED = {"fused_softmax": "normalized"}
 
 
 def test_normalized_softmax_passes_the_gate_and_rounds_otherwise_than_the_online_one() -> None:
-    # Rows over several key blocks (16 keys a block, 40 and 64 tokens), padded and not, in one
+    # Rows over several key blocks (16 keys a block, 40 and 64 tokens) and rows whose causal
+    # range one key block holds (cpu-3: 32 tokens, 32 keys a block), padded and not, in one
     # kernel per layer and split in two. Probabilities normalized before the PV product round
     # to fp16 otherwise than unnormalized ones: close to the online result, never equal to it
     # (equal would mean the second pass never ran).
@@ -422,15 +423,26 @@ def test_normalized_softmax_passes_the_gate_and_rounds_otherwise_than_the_online
         assert 0.0 < cast(float, row["max_abs_vs_online"]) < 2e-3, (case, row)
 
 
-def test_a_normalized_softmax_that_skips_the_division_fails_the_gate(tmp_path: Path) -> None:
-    # Can the check fail? The second pass without its division by each row's sum.
-    script = broken_seed_script(
-        tmp_path,
-        "p = tl.exp(s - m_i[:, :, None]) / l_i[:, :, None]",
-        "p = tl.exp(s - m_i[:, :, None])",
-        path="fused_ops.py",
-    )
-    rows = run_interpreted([("cpu-3", "fp32", 0.0, "auto", {}, NORMALIZED)], script)
+@pytest.mark.parametrize(
+    ("old", "new", "keys"),
+    [
+        # Two passes (16 keys a block over 32 tokens): the second without its division.
+        (
+            "p = tl.exp(s - m_i[:, :, None]) / l_i[:, :, None]",
+            "p = tl.exp(s - m_i[:, :, None])",
+            "16",
+        ),
+        # One key block covering every row's causal range: the single pass undivided.
+        ("_dot(e / tl.sum(e, axis=2)[:, :, None], v", "_dot(e, v", "auto"),
+    ],
+)
+def test_a_normalized_softmax_that_skips_the_division_fails_the_gate(
+    tmp_path: Path, old: str, new: str, keys: str
+) -> None:
+    # Can the check fail? Each of the normalized forms without its division by the row sums.
+    script = broken_seed_script(tmp_path, old, new, path="fused_ops.py")
+    tunables = {**NORMALIZED, "fused_keys": keys}
+    rows = run_interpreted([("cpu-3", "fp32", 0.0, "auto", {}, tunables)], script)
     assert rows[0]["fits"] and rows[0]["failed"] > 0  # type: ignore[operator]
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import math
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import git
@@ -129,3 +131,20 @@ def test_children_of_the_composition_are_screened_where_their_change_reaches(
         assert set(request["config_ids"]) == changed, (child.message, changed)
         narrowed += len(changed) < len(SWEPT)
     assert narrowed, "every child changed a regime that serves every config"
+
+
+def test_the_composition_replay_reads_a_finished_run(run_dir: Path, tmp_path: Path) -> None:
+    # benchmarks/composition_replay.py plans over the run's final state as the loop would:
+    # the promoted composition serves each regime with its winner, so no split is left.
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "composition_replay.py"
+    done = subprocess.run(
+        [sys.executable, str(script), str(run_dir)], capture_output=True, text=True, check=True
+    )
+    with Ledger.open_path(run_dir / "ledger.sqlite", create=False) as ledger:
+        frontier = str(derive_state(ledger).frontier_sha)
+    assert done.stdout.startswith(f"frontier {frontier[:10]}, noise floor ")
+    assert "no composition due" in done.stdout
+    missing = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "none")], capture_output=True, text=True
+    )
+    assert missing.returncode != 0 and "not a run directory" in missing.stderr

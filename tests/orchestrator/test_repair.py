@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+from harness.models import Outcome
 from orchestrator.events import Stage
-from orchestrator.repair import missed_candidates, repairs_started
+from orchestrator.repair import missed_candidates, repairs_started, unmeasured_ideas
 from orchestrator.state import CandidateView, SearchState, StepView
 from search import Verdict
 from tests.orchestrator.conftest import config_digest, evaluation_summary, step_started
 
 
-def _step(state: SearchState, number: int, parent: str, **extra: object) -> StepView:
-    state.steps[number] = StepView(started=step_started(number, parent, "i", **extra))
+def _step(
+    state: SearchState, number: int, parent: str, idea: str = "i", **extra: object
+) -> StepView:
+    state.steps[number] = StepView(started=step_started(number, parent, idea, **extra))
     return state.steps[number]
 
 
@@ -73,3 +76,25 @@ def test_failed_shares_read_a_demoted_frontier_from_its_childs_miss() -> None:
     assert state.failed_shares("narrow") == {"6": 1.2}
     assert state.failed_shares("fused") == {"6": 1.4}  # its child's, where it ran fused's code
     assert state.failed_shares("seed") == {}  # no step of its own was judged failing
+
+
+def test_a_repairs_own_miss_is_not_repaired_again() -> None:
+    state = _run()
+    _step(state, 5, "seed", repair_of="narrow")
+    _candidate(state, "fix", "seed", 5, Verdict.FAILED_CORRECTNESS)
+    state.steps[5].sweep = evaluation_summary(
+        5, "fix", Stage.SWEEP, [config_digest("6", False, tolerance_used=1.1)]
+    )
+    assert "fix" not in {m.sha for m in missed_candidates(state)}
+    # The same miss from an ordinary expansion is one to repair: the rule reads the step.
+    state.steps[5].started = state.steps[5].started.model_copy(update={"repair_of": None})
+    assert "fix" in {m.sha for m in missed_candidates(state)}
+
+
+def test_ideas_whose_screens_were_cut_are_unmeasured() -> None:
+    state = _run()
+    _step(state, 5, "seed", "slow-idea")
+    cut = _candidate(state, "cut", "seed", 5, Verdict.FAILED_RUN)
+    assert unmeasured_ideas(state) == frozenset()  # a failed run is not a cut screen
+    cut.details["reject_reason"] = Outcome.TIMEOUT.value
+    assert unmeasured_ideas(state) == frozenset({"slow-idea"})

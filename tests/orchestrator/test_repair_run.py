@@ -103,7 +103,8 @@ def test_a_narrow_miss_is_repaired_from_its_own_code_as_its_parents_child(
     run = tmp_path / "run"
     shutil.copytree(searched, run)
     parent, child, tunables = _plant(run, 1.3, ["association", "middle_layout"])
-    state = _go_on(run)
+    # Composition off: the run's regime winners would otherwise call for one first (below).
+    state = _go_on(run, compose_regimes=False)
     step = state.steps[max(state.steps)]
     assert step.started.repair_of == child and step.started.parent_sha == parent
     assert step.started.idea_id == HEADROOM and step.sha is not None
@@ -116,8 +117,21 @@ def test_a_narrow_miss_is_repaired_from_its_own_code_as_its_parents_child(
     assert made["middle_layout"] == FLIP[tunables["middle_layout"]]
     assert made["association"] == FLIP[tunables["association"]]
     assert f"repairing {child[:10]}" in repo.commit(step.sha).message
-    again = _go_on(run)  # repaired once, never again
+    again = _go_on(run, compose_regimes=False)  # repaired once, never again
     assert [s.started.repair_of for s in again.steps.values()].count(child) == 1
+
+
+def test_a_composition_due_goes_before_the_repair(searched: Path, tmp_path: Path) -> None:
+    # The run's two measured variants win a regime each: their composition is built from
+    # measurements already made and comes first; the repair follows on the next step.
+    run = tmp_path / "run"
+    shutil.copytree(searched, run)
+    _, child, _ = _plant(run, 1.3, ["association", "middle_layout"])
+    first = _go_on(run)
+    composed = first.steps[max(first.steps)].started
+    assert composed.composition is not None and composed.repair_of is None
+    second = _go_on(run)
+    assert second.steps[max(second.steps)].started.repair_of == child
 
 
 def test_a_wide_miss_a_miss_no_headroom_idea_reaches_or_repairs_off_are_not_repaired(

@@ -82,6 +82,39 @@ if HAVE_TRITON:
         return tl.where(seen[None, :, :], s, -float("inf")), v
 
     @triton.jit
+    def _online_pass(
+        q,
+        kv_ptr,
+        heads,
+        ds,
+        rows,
+        m0,
+        S,
+        scale,
+        H_PAD: tl.constexpr,
+        BM: tl.constexpr,
+        BN: tl.constexpr,
+        DH_PAD: tl.constexpr,
+        PREC_ATT: tl.constexpr,
+        ACC: tl.constexpr,
+    ):
+        """One pass over the rows' causal keys: each row's running max and sum, and with ACC 1
+        the unnormalized PV product rescaled as the max grows (ACC 0: zeros)."""
+        m_i = tl.full((H_PAD, BM), float("-inf"), dtype=tl.float32)
+        l_i = tl.zeros((H_PAD, BM), dtype=tl.float32)
+        ctx = tl.zeros((H_PAD, BM, DH_PAD), dtype=tl.float32)
+        for n0 in range(0, m0 + BM, BN):  # causal: no key beyond the block's last row
+            s, v = _key_block(q, kv_ptr, heads, ds, rows, n0, S, scale, BN, DH_PAD, PREC_ATT)
+            m_new = tl.maximum(m_i, tl.max(s, axis=2))
+            p = tl.exp(s - m_new[:, :, None])
+            alpha = tl.exp(m_i - m_new)
+            l_i = l_i * alpha + tl.sum(p, axis=2)
+            if ACC == 1:
+                ctx = ctx * alpha[:, :, None] + _dot(p, v, PREC_ATT)
+            m_i = m_new
+        return m_i, l_i, ctx
+
+    @triton.jit
     def _attention_rows(
         h,
         kv_ptr,
@@ -105,7 +138,8 @@ if HAVE_TRITON:
         out_proj without its bias. Padded heads and head columns carry zero weights. NORM 0
         (fused_softmax=online): one pass, probabilities normalized after the PV product. NORM
         1 (normalized): a first pass for each row's max and sum, then normalized
-        probabilities times V, rounded for the PV product as the reference rounds them.
+        probabilities times V, rounded for the PV product as the reference rounds them; one
+        pass when a single key block covers the rows' causal range.
 
         Right padding needs no key mask: a valid query i sees keys j <= i, all valid."""
         HP: tl.constexpr = H_PAD * DH_PAD
@@ -113,21 +147,21 @@ if HAVE_TRITON:
         q = tl.permute(tl.reshape(q, (BM, H_PAD, DH_PAD)), (1, 0, 2))
         heads = tl.arange(0, H_PAD)[:, None, None] * 2 * S * DH_PAD
         ds = tl.arange(0, DH_PAD)[None, None, :]
-        m_i = tl.full((H_PAD, BM), float("-inf"), dtype=tl.float32)
-        l_i = tl.zeros((H_PAD, BM), dtype=tl.float32)
-        ctx = tl.zeros((H_PAD, BM, DH_PAD), dtype=tl.float32)
-        for n0 in range(0, m0 + BM, BN):  # causal: no key beyond the block's last row
-            s, v = _key_block(q, kv_ptr, heads, ds, rows, n0, S, scale, BN, DH_PAD, PREC_ATT)
-            m_new = tl.maximum(m_i, tl.max(s, axis=2))
-            p = tl.exp(s - m_new[:, :, None])
-            alpha = tl.exp(m_i - m_new)
-            l_i = l_i * alpha + tl.sum(p, axis=2)
-            if NORM == 0:
-                ctx = ctx * alpha[:, :, None] + _dot(p, v, PREC_ATT)
-            m_i = m_new
         if NORM == 0:
+            _, l_i, ctx = _online_pass(
+                q, kv_ptr, heads, ds, rows, m0, S, scale, H_PAD, BM, BN, DH_PAD, PREC_ATT, 1
+            )
             ctx = ctx / l_i[:, :, None]
+        elif m0 + BM <= BN:
+            # One key block holds the whole causal range: its scores give each row's max and
+            # sum, so the normalized probabilities need no second QK^T.
+            s, v = _key_block(q, kv_ptr, heads, ds, rows, 0, S, scale, BN, DH_PAD, PREC_ATT)
+            e = tl.exp(s - tl.max(s, axis=2)[:, :, None])
+            ctx = _dot(e / tl.sum(e, axis=2)[:, :, None], v, PREC_ATT)
         else:
+            m_i, l_i, ctx = _online_pass(
+                q, kv_ptr, heads, ds, rows, m0, S, scale, H_PAD, BM, BN, DH_PAD, PREC_ATT, 0
+            )
             for n0 in range(0, m0 + BM, BN):
                 s, v = _key_block(q, kv_ptr, heads, ds, rows, n0, S, scale, BN, DH_PAD, PREC_ATT)
                 p = tl.exp(s - m_i[:, :, None]) / l_i[:, :, None]
