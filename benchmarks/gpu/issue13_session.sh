@@ -47,10 +47,11 @@ if [ "$mode" = search ]; then
         resume=(--resume)
     fi
     if [ ${#resume[@]} -eq 0 ]; then
-        # The seed's CUDA-graph replay against its eager forward, before any GPU time goes
-        # into a search that would build on it.
-        timeout 120 python3 -m pytest -q -p no:cacheprovider -m gpu \
-            tests/kernels/test_track3_capture.py 2>&1 | tail -3 | tee "$OUT/capture-check.txt"
+        # The seed's CUDA-graph replay against its eager forward, and its fused kernels as
+        # Triton compiles them, before any GPU time goes into a search that would build on them.
+        timeout 240 python3 -m pytest -q -p no:cacheprovider -m gpu \
+            tests/kernels/test_track3_capture.py tests/kernels/test_track3_fused.py 2>&1 \
+            | tail -3 | tee "$OUT/capture-check.txt"
         grep -q " passed" "$OUT/capture-check.txt" && ! grep -q "failed" "$OUT/capture-check.txt" \
             || { echo "capture check failed: no search"; exit 1; }
     fi

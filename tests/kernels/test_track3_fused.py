@@ -495,3 +495,37 @@ def test_the_exported_single_file_runs_the_fused_kernels(tmp_path: Path) -> None
     assert done.returncode == 0, done.stderr[-3000:]
     rows = json.loads(done.stdout.strip().splitlines()[-1])
     assert rows == [{"fits": True, "failed": 0}] * 2, rows
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("config_id", ["2", "7"])
+def test_compiled_normalized_softmax_passes_the_gate_on_cuda(config_id: str) -> None:
+    """Compiled by Triton (not interpreted): the normalized softmax in one pass (128 keys a
+    block hold every row's causal range), in both forms per row block (auto keys), and the
+    online one, each on the gate against the CUDA reference; normalized rounds otherwise."""
+    import torch
+
+    from harness.gate import count_failures
+    from kernels.track3 import CONFIGS, generate_inputs
+    from kernels.track3.reference import build_reference_model
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    seed = load_candidate(track3_workload().seed_entry(), "fused_seed_cuda")
+    fused = sys.modules["fused_seed_cuda.fused"]
+    config = CONFIGS[config_id]
+    reference = build_reference_model(config, device="cuda", seed=1234)
+    x, mask = generate_inputs(config, 1234, 0.25, 1.0, "cuda")
+    with torch.no_grad():
+        want = reference(x, valid_token_mask=mask)
+    outs = {}
+    for softmax, keys in [("online", "auto"), ("normalized", "auto"), ("normalized", "128")]:
+        tunables = {"fused_kernel": "triton", "fused_softmax": softmax, "fused_keys": keys}
+        model = seed.OptimizedTransformer(config, tunables).cuda()
+        model.load_state_dict(reference.state_dict(), strict=True)
+        with torch.no_grad():
+            outs[softmax, keys] = got = fused.fused_forward(model, model._packs(), x, mask)
+        assert count_failures(got, want, track3_workload().tolerance)[0] == 0, (softmax, keys)
+    assert not torch.equal(outs["online", "auto"], outs["normalized", "128"])
+    # One pass or two, the same normalized probabilities: equal up to fp32 sum order.
+    assert torch.allclose(outs["normalized", "auto"], outs["normalized", "128"], atol=1e-3)
