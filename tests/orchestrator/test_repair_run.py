@@ -49,10 +49,11 @@ def searched(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _plant(
-    run: Path, share: float, reads: list[str] | None = None
+    run: Path, share: float, reads: list[str] | None = None, faster: float | None = None
 ) -> tuple[str, str, dict[str, str]]:
     """A child C of the frontier P that moved middle_layout and failed config 'tall' using
-    `share` of its tolerance (its code there read `reads`; None: not reported), and a
+    `share` of its tolerance (its code there read `reads`; None: not reported), and passed
+    'short' (`faster` times P there, paired, when given; else without timings), and a
     headroom idea that flips association: (P, C, P's tunables)."""
     repo = git.Repo(run / "repo")
     with Ledger.open_path(run / "ledger.sqlite", create=False) as ledger:
@@ -65,6 +66,14 @@ def _plant(
         step = state.next_step
         idea = next(i for i in state.ideas if i != HEADROOM)
         failed = config_digest("tall", False, reads, tolerance_used=share)
+        passed = config_digest("short")
+        sweep = evaluation_summary(step, child, Stage.SWEEP, [failed, passed])
+        if faster is not None:
+            paired = {"arm": "candidate", "other": "parent", "median": faster, "rounds": 10}
+            paired |= {"ci_low": faster * 0.99, "ci_high": faster * 1.01}
+            passed = passed.model_copy(update={"ratios": [paired]})
+            arms = {"candidate": child, "parent": parent}
+            sweep = sweep.model_copy(update={"configs": [failed, passed], "arms": arms})
         records: list[Record] = [
             IdeaRegistered(
                 idea_id=HEADROOM,
@@ -78,9 +87,7 @@ def _plant(
             ).to_event(EventKind.IDEA_REGISTERED),
             step_started(step, parent, idea).to_event(EventKind.STEP_STARTED),
             planted_child(child, child_tree, parent, step, idea),
-            evaluation_summary(step, child, Stage.SWEEP, [failed, config_digest("short")]).to_event(
-                EventKind.EVALUATION
-            ),
+            sweep.to_event(EventKind.EVALUATION),
             failed_correctness(child, Stage.SWEEP),
         ]
         for record in records:
@@ -122,14 +129,15 @@ def test_a_narrow_miss_is_repaired_from_its_own_code_as_its_parents_child(
 
 
 def test_a_composition_due_goes_before_the_repair(searched: Path, tmp_path: Path) -> None:
-    # The run's two measured variants win a regime each: their composition is built from
-    # measurements already made and comes first; the repair follows on the next step.
+    # The miss was 3x its parent where it passed: a composition serving that config with it
+    # is built from measurements already made and comes first; the repair follows.
     run = tmp_path / "run"
     shutil.copytree(searched, run)
-    _, child, _ = _plant(run, 1.3, ["association", "middle_layout"])
+    _, child, _ = _plant(run, 1.3, ["association", "middle_layout"], faster=3.0)
     first = _go_on(run)
     composed = first.steps[max(first.steps)].started
     assert composed.composition is not None and composed.repair_of is None
+    assert child in composed.composition["variants"]
     second = _go_on(run)
     assert second.steps[max(second.steps)].started.repair_of == child
 
