@@ -139,6 +139,7 @@ def render(run_dir: Path, run: RunInfo) -> str:
     """The markdown report."""
     sys.path.insert(0, str(ROOT))
     from harness.models import share_text
+    from orchestrator.throughput import throughput_cell
 
     status = json.loads(ratchet("status", "--run-dir", str(run_dir), "--json"))
     steered = f', with `ratchet inject IDEA "{IDEA}"` injected while it ran' if run.steered else ""
@@ -164,6 +165,7 @@ def render(run_dir: Path, run: RunInfo) -> str:
         f"| promotions (seed not counted) | {status['promoted']} |",
         f"| verdicts | {', '.join(f'{k} {v}' for k, v in sorted(status['verdicts'].items()))} |",
         f"| failed expansions | {status['expansions_failed']} |",
+        f"| run time, candidates per hour | {throughput_cell(status.get('run_time'))} |",
         f"| frontier | `{frontier['sha'][:12]}` (step {frontier['step']}, idea "
         f"{frontier['idea_id']}) |",
         f"| frontier speedup ({frontier['objective_kind']} over the baseline) | "

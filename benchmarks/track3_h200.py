@@ -50,6 +50,7 @@ from harness.setup import open_judge, release_compile_workers  # noqa: E402
 from harness.worker import load_entry  # noqa: E402
 from kernels.registry import resolve_workload  # noqa: E402
 from kernels.workload import TrialSpec  # noqa: E402
+from orchestrator.throughput import throughput_cell  # noqa: E402
 
 COMPILED = '''"""The reference under torch.compile: what a user reaches for first."""
 import torch
@@ -303,6 +304,7 @@ def _ledger_summary(status: dict[str, Any]) -> list[str]:
         f"| promotions | {status.get('promoted')} |",
         f"| verdicts | {verdicts} |",
         f"| noise floor | {status.get('noise_floor')} |",
+        f"| run time, candidates per hour | {throughput_cell(status.get('run_time'))} |",
         f"| frontier | `{str(frontier.get('sha', ''))[:12]}` (step {frontier.get('step')}) |",
         f"| ledger verified | {status.get('ledger_verified')} |",
     ]

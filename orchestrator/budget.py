@@ -15,12 +15,7 @@ from datetime import UTC, datetime
 from ledger import StoredEvent
 from orchestrator.events import EventKind
 from orchestrator.state import SearchState
-
-
-def _stamp(stored: StoredEvent) -> datetime:
-    """When the event was recorded (the writer stamps UTC; a naive stamp is read as UTC)."""
-    stamp = datetime.fromisoformat(stored.created_at)
-    return stamp if stamp.tzinfo else stamp.replace(tzinfo=UTC)
+from orchestrator.throughput import event_time
 
 
 def earlier_invocations(events: list[StoredEvent]) -> tuple[float, int]:
@@ -29,7 +24,7 @@ def earlier_invocations(events: list[StoredEvent]) -> tuple[float, int]:
     start: datetime | None = None
     last: datetime | None = None
     for stored in events:
-        stamp = _stamp(stored)
+        stamp = event_time(stored)
         if stored.record.kind == EventKind.RUN_STARTED:
             if start is not None and last is not None:
                 spans.append((last - start).total_seconds())
@@ -71,7 +66,7 @@ def begin_invocation(events: list[StoredEvent], state: SearchState, head_seq: in
     starts = [e for e in events if e.record.kind == EventKind.RUN_STARTED]
     before_loop_s = 0.0
     if starts:
-        before_loop_s = max(0.0, (datetime.now(UTC) - _stamp(starts[-1])).total_seconds())
+        before_loop_s = max(0.0, (datetime.now(UTC) - event_time(starts[-1])).total_seconds())
     return Invocation(
         started_at=time.monotonic(),
         first_step=state.next_step,

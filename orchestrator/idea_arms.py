@@ -18,10 +18,30 @@ from search import IdeaArm
 
 def ideas_for_parent(ctx: LoopContext, state: SearchState, parent_sha: str) -> list[IdeaArm]:
     """Idea arms worth trying on this parent: those whose settings it already has are left
-    out, so an idea is never credited with a random move made in its name (every arm when
-    none is left)."""
-    arms = untried_arms(state, parent_sha, state.idea_arms(ctx.device))
+    out, so an idea is never credited with a random move made in its name, and so are those
+    no screen of this run could judge (every arm when none is left)."""
+    arms = measurable_arms(state, untried_arms(state, parent_sha, state.idea_arms(ctx.device)))
     return open_arms(ctx, state, parent_sha, arms) or arms
+
+
+def unmeasured_ideas(state: SearchState) -> frozenset[str]:
+    """Ideas with a candidate in this run that no screen could judge in its time limit (cut,
+    and cut again on its retry). Not a score of the idea (a timeout is infrastructure, and
+    its posterior is untouched), but drawing it again spends the same minutes for nothing:
+    run 14 on the H200 spent three of its eight steps, about 4 of its 9.5 minutes, on fp32
+    fused operands whose Triton builds outlast a screen."""
+    return frozenset(
+        state.steps[cand.step].started.idea_id
+        for cand in state.candidates.values()
+        if cand.timed_out and cand.step in state.steps
+    )
+
+
+def measurable_arms(state: SearchState, arms: list[IdeaArm]) -> list[IdeaArm]:
+    """The arms whose ideas this run's screens could judge (all when none could): a human
+    idea still to try included, which would otherwise be forced on every step."""
+    unmeasured = unmeasured_ideas(state)
+    return [a for a in arms if a.idea_id not in unmeasured] or arms
 
 
 def untried_arms(state: SearchState, sha: str, arms: list[IdeaArm]) -> list[IdeaArm]:

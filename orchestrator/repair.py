@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from orchestrator.events import StepStarted
-from orchestrator.idea_arms import open_arms, untried_arms
+from orchestrator.idea_arms import open_arms, unmeasured_ideas, untried_arms
 from orchestrator.stages import LoopContext
 from orchestrator.state import CandidateView, SearchState
 from search import (
@@ -57,18 +57,6 @@ def _repairable(state: SearchState, cand: CandidateView) -> bool:
 def repairs_started(state: SearchState) -> frozenset[str]:
     """The candidates a repair step has already started from."""
     return frozenset(s.started.repair_of for s in state.steps.values() if s.started.repair_of)
-
-
-def unmeasured_ideas(state: SearchState) -> frozenset[str]:
-    """Ideas with a candidate in this run that no screen could judge in its time limit (cut,
-    and cut again on its retry). Not a score of the idea (a timeout is infrastructure), but
-    a repair is a single step: one that cannot be measured is wasted (run 14 on the H200 spent
-    two of its eight steps on fp32 IEEE operands, whose Triton builds outlast a screen)."""
-    return frozenset(
-        state.steps[cand.step].started.idea_id
-        for cand in state.candidates.values()
-        if cand.timed_out and cand.step in state.steps
-    )
 
 
 def repair_start(ctx: LoopContext, state: SearchState) -> StepStarted | None:

@@ -12,6 +12,7 @@ from ledger import Ledger, VerifyReport
 from orchestrator.provenance import FrontierGain, format_gains, frontier_gains
 from orchestrator.state import CandidateView, SearchState, derive_state
 from orchestrator.taint import TaintSummary, describe_taint, taint_summary
+from orchestrator.throughput import RunTime, format_run_time, run_time
 from search import IdeaArm, PriorStrength, Verdict, posterior_parameters
 
 CANDIDATES_SHOWN = 10  # rows of the candidates table unless --candidates says otherwise
@@ -114,6 +115,11 @@ class StatusReport(BaseModel):
     gains: list[FrontierGain] = Field(
         default_factory=list,
         description="Steps from the seed to the frontier: discovered by the search or by hand.",
+    )
+    run_time: RunTime | None = Field(
+        default=None,
+        description="The run's wall time over its invocations, what it went to, and the "
+        "candidates per hour it bought (None: no run started yet).",
     )
     ledger_entries: int = Field(description="Entries in the hash chain.")
     ledger_head: str = Field(description="Hash of the last entry.")
@@ -270,6 +276,7 @@ def build_status(
         demoted=sorted(state.demoted),
         best_candidates=best_candidates(state, candidates),
         gains=frontier_gains(state),
+        run_time=run_time(ledger.events(), len(state.candidates)) if run else None,
         ledger_entries=head_seq,
         ledger_head=head_hash,
         ledger_verified=None if chain is None else chain.ok,
@@ -320,6 +327,8 @@ def format_status(report: StatusReport) -> str:
         lines.append(f"LLM: {report.llm_calls} calls, ${report.llm_usd:.2f}")
     for sha, verdict in report.verifications.items():
         lines.append(f"verifier: {sha[:10]} {verdict}")
+    if report.run_time is not None:
+        lines.append(format_run_time(report.run_time))
     if report.noise_floor is not None:
         classes = ", ".join(f"{k} {v:.2%}" for k, v in report.noise_by_class.items())
         lines.append(f"noise floor {report.noise_floor:.2%} (A/A by config class: {classes})")

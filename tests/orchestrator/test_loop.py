@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 from agents.mutation import SearchSpace
-from orchestrator.idea_arms import changing_arms, open_ideas
-from search import IdeaArm
+from harness.models import Outcome
+from orchestrator.idea_arms import changing_arms, measurable_arms, open_ideas
+from orchestrator.state import CandidateView, SearchState, StepView
+from search import IdeaArm, Verdict
+from tests.orchestrator.conftest import step_started
 
 
 def arm(idea_id: str, order: int) -> IdeaArm:
@@ -87,3 +90,18 @@ def test_a_requirement_already_met_does_not_count_as_the_ideas() -> None:
     assert changing_arms(arms, targets, on, (reads, space)) == []
     # Off, the idea switches the fused kernels on, which does change what runs there.
     assert changing_arms(arms, targets, off, (reads, space)) == arms
+
+
+def test_ideas_no_screen_could_judge_are_left_out_unless_none_is_left() -> None:
+    state = SearchState()
+    state.steps[1] = StepView(started=step_started(1, "seed", "slow"))
+    cut = CandidateView(
+        sha="c", tree_sha="c", parent_sha="seed", step=1, idea_id="slow", agent="a", message=""
+    )
+    cut.verdict, cut.details = Verdict.FAILED_RUN, {"reject_reason": Outcome.TIMEOUT.value}
+    state.candidates["c"] = cut
+    arms = [arm("slow", 0), arm("quick", 1)]
+    assert [a.idea_id for a in measurable_arms(state, arms)] == ["quick"]
+    assert [a.idea_id for a in measurable_arms(state, arms[:1])] == ["slow"]  # none left
+    cut.details = {"reject_reason": "crash"}  # a run that failed is no cut screen
+    assert [a.idea_id for a in measurable_arms(state, arms)] == ["slow", "quick"]

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from harness.models import Outcome
 from orchestrator.events import Stage
-from orchestrator.repair import missed_candidates, repairs_started, unmeasured_ideas
+from orchestrator.idea_arms import unmeasured_ideas
+from orchestrator.repair import missed_candidates, repairs_started
 from orchestrator.state import CandidateView, SearchState, StepView
 from search import Verdict
 from tests.orchestrator.conftest import config_digest, evaluation_summary, step_started

@@ -98,6 +98,15 @@ def test_status_json_has_the_documented_fields(
     for idea in data["ideas"]:
         assert set(idea) >= {"text", "source", "trials", "successes"}
     assert {i["source"] for i in data["ideas"]} == {"library", "human"}
+    # Two invocations (the run, then its resumption with the injected idea), every candidate
+    # counted against their time, which the screens and sweeps took most of.
+    run_time = data["run_time"]
+    assert (run_time["invocations"], run_time["candidates"]) == (2, 5)
+    assert sum(run_time["by_activity"].values()) == pytest.approx(run_time["run_s"], abs=0.01)
+    assert run_time["per_hour"] == pytest.approx(5 * 3600 / run_time["run_s"])
+    assert {"screen", "sweep"} <= set(run_time["by_activity"])
+    assert cli.main(["status", "--run-dir", str(run_dir)]) == 0
+    assert "run time " in capsys.readouterr().out
 
 
 def test_inject_errors_write_nothing(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:

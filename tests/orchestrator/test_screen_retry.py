@@ -11,6 +11,7 @@ import pytest
 from harness.models import EvaluationResult, Outcome
 from orchestrator import service
 from orchestrator.events import EventKind
+from orchestrator.idea_arms import ideas_for_parent
 from orchestrator.loop import choose_step, current_state, ensure_seed
 from orchestrator.measured import StagePlan, plan_screen, record_screen, run_plan
 from orchestrator.stages import LoopContext, expand_step, static_step
@@ -72,6 +73,10 @@ def test_a_screen_cut_again_fails_to_run_and_teaches_nothing(tmp_path: Path) -> 
     assert step.verdict is Verdict.FAILED_RUN and step.closed and step.timed_out_screens == 2
     assert step.sha is not None and state.candidates[step.sha].timed_out
     assert state.ideas[idea].failures == failures  # an infrastructure outcome: not scored
+    # Nor drawn again in this run: its next screen would be cut the same way.
+    parent = str(state.frontier_sha)
+    assert idea not in {a.idea_id for a in ideas_for_parent(ctx, state, parent)}
+    assert idea in {a.idea_id for a in state.idea_arms(ctx.device)}  # still registered
     ctx.ledger.close()
 
 
