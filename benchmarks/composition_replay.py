@@ -50,7 +50,8 @@ def main() -> None:
             raise SystemExit(f"{run}: the run has no frontier yet")
         ctx = ReplayContext(run, ledger, state.run)
         floor = state.noise_floor(state.run.config_set)
-        ctx.noise_floor = floor if floor is not None else 0.01
+        # Without a calibrated floor the loop judges with the settings' own.
+        ctx.noise_floor = floor if floor is not None else ctx.settings.noise_floor
         plan = composition_plan(ctx, state)  # type: ignore[arg-type]
     print(f"frontier {state.frontier_sha[:10]}, noise floor {ctx.noise_floor:.3f}")
     if plan is None:

@@ -17,11 +17,13 @@ class Activity(enum.StrEnum):
     """What a stretch of a run's wall time went to: the work its closing event records."""
 
     QUALIFICATION = "qualification"  # the device's peaks and the A/A noise floor
-    EXPANSION = "expansion"  # drawing a step, writing and statically checking the candidate
+    EXPANSION = "expansion"  # drawing a step, writing (LLM calls included) and checking it
+    AGENTS = "agents"  # the researcher's and the inspector's work between steps
     SCREEN = "screen"
     SCREEN_CUT = "screen_cut"  # screens cut at their time limit: nothing learnt
     SWEEP = "sweep"
     VERIFICATION = "verification"  # a new frontier replicated in a fresh process
+    INHERITED_CHECK = "inherited_check"  # a parent judged again where its child failed
     FEASIBILITY = "feasibility"  # the frontier on the untimed configs, before it ships
     OTHER = "other"
 
@@ -60,11 +62,16 @@ def activity_of(stored: StoredEvent) -> Activity:
         return Activity.SCREEN_CUT if cut else Activity.SCREEN
     by_kind = {
         EventKind.DEVICE_QUALIFIED: Activity.QUALIFICATION,
+        EventKind.DEVICE_NO_RUN: Activity.QUALIFICATION,
         EventKind.NOISE_FLOOR: Activity.QUALIFICATION,
         EventKind.STEP_STARTED: Activity.EXPANSION,
+        EventKind.LLM_CALL: Activity.EXPANSION,
         EventKind.STATIC_CHECKED: Activity.EXPANSION,
         EventKind.EXPANSION_FAILED: Activity.EXPANSION,
+        EventKind.RESEARCH: Activity.AGENTS,
+        EventKind.INSPECTION: Activity.AGENTS,
         EventKind.VERIFICATION: Activity.VERIFICATION,
+        EventKind.INHERITED_CHECK: Activity.INHERITED_CHECK,
         EventKind.FEASIBILITY: Activity.FEASIBILITY,
     }
     known = {k.value: k for k in EventKind}.get(kind)

@@ -35,12 +35,15 @@ TWO_INVOCATIONS = _events(
         (50, EventKind.NOISE_FLOOR, {}),
         (70, EventKind.EVALUATION, _evaluation(Stage.SWEEP)),  # the seed
         (71, EventKind.STEP_STARTED, {}),
+        (71.5, EventKind.LLM_CALL, {}),
         (72, EventKind.STATIC_CHECKED, {}),
         (132, EventKind.EVALUATION, _evaluation(Stage.SCREEN, "timeout")),
         (192, EventKind.EVALUATION, _evaluation(Stage.SCREEN, "timeout")),
         (193, EventKind.STEP_STARTED, {}),
         (203, EventKind.EVALUATION, _evaluation(Stage.SCREEN)),
         (263, EventKind.EVALUATION, _evaluation(Stage.SWEEP)),
+        (283, EventKind.INHERITED_CHECK, {}),
+        (290, EventKind.RESEARCH, {}),
         (300, EventKind.RUN_STOPPED, {}),
         # An hour's pause, then the run resumed: the pause is no run time.
         (3900, EventKind.RUN_STARTED, {}),
@@ -61,7 +64,9 @@ def test_each_stretch_goes_to_what_its_closing_event_records() -> None:
         Activity.EXPANSION: 1 + 1 + 1,
         Activity.SCREEN_CUT: 60 + 60,
         Activity.SCREEN: 10,
-        Activity.OTHER: 37 + 1,
+        Activity.INHERITED_CHECK: 20,
+        Activity.AGENTS: 7,
+        Activity.OTHER: 10 + 1,
         Activity.VERIFICATION: 30,
         Activity.FEASIBILITY: 160,
     }
