@@ -37,7 +37,15 @@ from orchestrator.events import (
 from orchestrator.repeats import static_line
 from orchestrator.settings import Settings
 from orchestrator.state import SearchState, StepView
-from orchestrator.workspace import RunPaths, branch_commit, read_sources, step_branch, tree_of
+from orchestrator.unmeasured import forbid_lines, unmeasured_settings
+from orchestrator.workspace import (
+    RunPaths,
+    branch_commit,
+    read_file,
+    read_sources,
+    step_branch,
+    tree_of,
+)
 from search import (
     ObjectiveSpec,
     RatioEstimate,
@@ -164,7 +172,7 @@ def expansion_request(ctx: LoopContext, state: SearchState, step: StepView) -> E
             targets=idea.targets,
             quality=idea.quality,
         ),
-        constraints=state.constraints,
+        constraints=operator_constraints(ctx, state),
         donor_shas=recombination_donors(state, started.parent_sha),
         frontier_sha=state.frontier_sha,
         step=number,
@@ -179,6 +187,20 @@ def expansion_request(ctx: LoopContext, state: SearchState, step: StepView) -> E
             ).items()
         },
     )
+
+
+def operator_constraints(ctx: LoopContext, state: SearchState) -> list[str]:
+    """The user's CONSTRAINTs, then the settings no screen of this run could judge in time
+    (unmeasured.py): the expander is asked to leave both alone."""
+
+    def read_source(sha: str) -> str | None:
+        try:
+            return read_file(ctx.repo, sha, ctx.workload.candidate_file)
+        except git.GitCommandError:
+            return None
+
+    derived = forbid_lines(unmeasured_settings(state, read_source, timed_sizes(ctx)))
+    return [*state.constraints, *(c for c in derived if c not in state.constraints)]
 
 
 def timed_sizes(ctx: LoopContext) -> dict[str, dict[str, float]]:

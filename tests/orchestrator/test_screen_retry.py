@@ -8,13 +8,15 @@ from pathlib import Path
 
 import pytest
 
+from agents.tunables import read_tunables
 from harness.models import EvaluationResult, Outcome
 from orchestrator import service
 from orchestrator.events import EventKind
 from orchestrator.idea_arms import ideas_for_parent
 from orchestrator.loop import choose_step, current_state, ensure_seed
 from orchestrator.measured import StagePlan, plan_screen, record_screen, run_plan
-from orchestrator.stages import LoopContext, expand_step, static_step
+from orchestrator.stages import LoopContext, expand_step, operator_constraints, static_step
+from orchestrator.workspace import read_file
 from search import Verdict
 from tests.orchestrator.conftest import ListReporter, fast_settings
 
@@ -77,6 +79,14 @@ def test_a_screen_cut_again_fails_to_run_and_teaches_nothing(tmp_path: Path) -> 
     parent = str(state.frontier_sha)
     assert idea not in {a.idea_id for a in ideas_for_parent(ctx, state, parent)}
     assert idea in {a.idea_id for a in state.idea_arms(ctx.device)}  # still registered
+    # What the cut child moved is asked of no later expansion (the operator's own mutations
+    # of other ideas included); the user's constraints still come first.
+    child = read_tunables(read_file(ctx.repo, step.sha, ctx.workload.candidate_file))
+    seed = read_tunables(read_file(ctx.repo, parent, ctx.workload.candidate_file))
+    moved = {f"forbid {k}={v}" for k, v in child.items() if seed.get(k) != v}
+    constraints = operator_constraints(ctx, state)
+    assert moved and moved <= set(constraints)
+    assert constraints[: len(state.constraints)] == state.constraints
     ctx.ledger.close()
 
 

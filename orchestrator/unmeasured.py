@@ -1,0 +1,77 @@
+"""Settings no screen of this run could judge in its time limit: the operator leaves them alone.
+
+Run 16 on the H200 cut a repair with fp32 IEEE fused operands twice (253 s), and eight steps
+later the operator's own mutation put `fused_projection_operands=fp32_ieee` into a
+strided-heads child, whose screen was cut again (140 s more): the idea was no longer drawn, but
+the setting that made it unmeasurable still was. A setting a twice-cut candidate moved is
+forbidden to the operator for the rest of the run, unless a candidate of this run that was
+measured in time runs it too (then it is known to be measurable, and the cut was something
+else). It is not a score: a timeout is infrastructure, and no idea's posterior moves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from agents.regimes import settings_by_config
+from orchestrator.state import CandidateView, SearchState
+
+Setting = tuple[str, str]
+SourceReader = Callable[[str], str | None]  # a commit's candidate source (None: unreadable)
+
+
+def unmeasured_settings(
+    state: SearchState, read_source: SourceReader, sizes: Mapping[str, Mapping[str, float]]
+) -> set[Setting]:
+    """(tunable, value) pairs that twice-cut candidates moved from their parents, less those
+    some candidate measured in time also runs."""
+    cut = [c for c in state.candidates.values() if c.timed_out and c.parent_sha is not None]
+    if not cut:
+        return set()
+    settings: dict[str, dict[str, dict[str, str]] | None] = {}
+
+    def by_config(sha: str) -> dict[str, dict[str, str]] | None:
+        if sha not in settings:
+            source = read_source(sha)
+            settings[sha] = None if source is None else settings_by_config(source, sizes)
+        return settings[sha]
+
+    suspects: set[Setting] = set()
+    for cand in cut:
+        assert cand.parent_sha is not None
+        suspects |= _moved(by_config(cand.parent_sha), by_config(cand.sha))
+    if not suspects:
+        return set()
+    measured: set[Setting] = set()
+    for cand in state.candidates.values():
+        if _measured(cand):
+            measured |= _runs(by_config(cand.sha), suspects)
+    return suspects - measured
+
+
+def forbid_lines(settings: set[Setting]) -> list[str]:
+    """The pairs as the operator's 'forbid TUNABLE=VALUE' constraints, in a stable order."""
+    return [f"forbid {name}={value}" for name, value in sorted(settings)]
+
+
+def _measured(cand: CandidateView) -> bool:
+    return cand.verdict is not None and not cand.timed_out and not cand.tainted
+
+
+def _moved(
+    before: dict[str, dict[str, str]] | None, after: dict[str, dict[str, str]] | None
+) -> set[Setting]:
+    if before is None or after is None:
+        return set()  # cannot be told: nothing is forbidden on a guess
+    return {
+        (name, value)
+        for config, values in after.items()
+        for name, value in values.items()
+        if before.get(config, {}).get(name) != value
+    }
+
+
+def _runs(settings: dict[str, dict[str, str]] | None, pairs: set[Setting]) -> set[Setting]:
+    if settings is None:
+        return set()
+    return {(n, v) for values in settings.values() for n, v in values.items() if (n, v) in pairs}
