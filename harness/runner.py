@@ -308,6 +308,7 @@ def run_evaluation(
     with DeviceLock(settings.lock_dir, locked) as lock:
         lock.acquire(settings.lock_timeout_s, on_wait=progress)
         report_r, report_w = os.pipe()
+        started = time.monotonic()
         with open(log_path, "wb") as log:
             try:
                 proc = subprocess.Popen(
@@ -330,12 +331,15 @@ def run_evaluation(
             except subprocess.TimeoutExpired:
                 _stop(proc, _read_report(report_r)[0])
                 whose = "its own" if limit_s < settings.timeout_s else "the runner's"
-                return _failure(
+                cut = _failure(
                     request,
                     Outcome.TIMEOUT,
                     f"judge exceeded {limit_s:.0f} s ({whose} time limit) and was killed "
                     f"with its processes; log tail:\n{_log_tail(log_path)}",
                 )
+                # The seconds it held the device: run 16's log read "timeout after 0.0 s"
+                # for screens cut at 126 s.
+                return cut.model_copy(update={"wall_s": time.monotonic() - started})
             except BaseException:
                 _stop(proc, _read_report(report_r)[0])
                 raise

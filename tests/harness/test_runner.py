@@ -142,6 +142,7 @@ def test_a_request_time_limit_shorter_than_the_runners_ends_it_as_a_timeout(
     result = run_evaluation(limited, tmp_path / "limited", runner_settings)
     assert result.outcome is Outcome.TIMEOUT
     assert "exceeded 2 s (its own time limit)" in result.message
+    assert 2.0 <= result.wall_s < 20  # the seconds the cut judge ran, not 0
     assert time.monotonic() - started < 20
     # The same candidate under the runner's limit alone passes.
     assert run_evaluation(request, tmp_path / "free", runner_settings).outcome is Outcome.PASSED
