@@ -7,10 +7,24 @@ import time
 from collections.abc import Callable
 from types import TracebackType
 
+from harness.models import PROGRESS_PREFIX
+
 Notice = Callable[[str], None]
 
 REPORT_EVERY_S = 30.0
 JUDGE_LINE = "config "  # the judge's own progress lines ('config s1: correctness', ...)
+
+
+def last_progress(log_text: str) -> tuple[str, str] | None:
+    """(config, phase) of the judge's last progress line in a log's text, e.g. a cut
+    judge's log tail (None when it has none)."""
+    found = None
+    for raw in log_text.splitlines():
+        line = raw.removeprefix(PROGRESS_PREFIX)
+        if line is not raw and line.startswith(JUDGE_LINE):
+            config, _, rest = line[len(JUDGE_LINE) :].partition(": ")
+            found = (config, rest.split(" ", 1)[0])
+    return found
 
 
 class JudgeWatch:

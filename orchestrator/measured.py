@@ -19,6 +19,7 @@ from orchestrator.evaluation import (
     tolerance_used,
 )
 from orchestrator.events import Stage, VerdictDetails
+from orchestrator.judge_watch import last_progress
 from orchestrator.replication import replication_records, riding_verification
 from orchestrator.screen_scope import screen_configs
 from orchestrator.settings import ScreenGateRule, Settings, default_timing
@@ -124,13 +125,20 @@ def record_screen(ctx: LoopContext, plan: StagePlan, result: EvaluationResult) -
     job = plan.job
     label = _label(ctx, job.step)
     records = _records(ctx, plan, result)
-    if result.outcome is Outcome.TIMEOUT and job.attempt < ctx.settings.screen_timeout_retries:
-        ctx.ledger.append_many(records)  # no verdict: the step screens again
+    retry = job.attempt < ctx.settings.screen_timeout_retries
+    if result.outcome is Outcome.TIMEOUT and retry:
+        if retry_can_finish(job.config_ids, result):
+            ctx.ledger.append_many(records)  # no verdict: the step screens again
+            ctx.reporter.line(
+                f"{label}screen: timeout after {result.wall_s:.1f} s; screened again "
+                f"(attempt {job.attempt + 2}), past what the compile caches kept"
+            )
+            return
         ctx.reporter.line(
-            f"{label}screen: timeout after {result.wall_s:.1f} s; screened again "
-            f"(attempt {job.attempt + 2}), past what the compile caches kept"
+            f"{label}screen: timeout after {result.wall_s:.1f} s, early in its configs "
+            f"({len(job.config_ids)}): not screened again, since at its pace the rest "
+            "would not fit in the same limit"
         )
-        return
     if result.outcome is not Outcome.PASSED:
         records.append(failed_verdict(job.sha, job.step, Stage.SCREEN, result))
         ctx.ledger.append_many(records)
@@ -158,6 +166,19 @@ def record_screen(ctx: LoopContext, plan: StagePlan, result: EvaluationResult) -
         return
     ctx.ledger.append_many(records)
     ctx.reporter.line(f"{label}screen: correct, {text} ({result.wall_s:.1f} s)")
+
+
+def retry_can_finish(config_ids: list[str], result: EvaluationResult) -> bool:
+    """Whether a cut screen's retry could finish in the same limit. The retry finds built
+    what the cut judge finished (the compile caches) and about half of the config it was
+    building; the rest must fit in the time the cut judge spent on those, at its pace. On
+    the H200, run 14 retried two screens cut while building the second of five configs, and
+    both were cut again (120 s); the retries that finished were cut in their last config."""
+    reached = last_progress(result.message)
+    if reached is None or reached[0] not in config_ids or reached[1] != "correctness":
+        return True  # unknown, or past the builds: the caches hold every config's
+    done = config_ids.index(reached[0]) + 0.5
+    return len(config_ids) - done <= done
 
 
 GATE_REASONS = {

@@ -4,17 +4,25 @@ runner's TIMEOUT result, as it reports one)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from agents.tunables import read_tunables
-from harness.models import EvaluationResult, Outcome
+from harness.models import PROGRESS_PREFIX, EvaluationResult, Outcome
 from orchestrator import service
 from orchestrator.events import EventKind
 from orchestrator.idea_arms import ideas_for_parent
+from orchestrator.judge_watch import last_progress
 from orchestrator.loop import choose_step, current_state, ensure_seed
-from orchestrator.measured import StagePlan, plan_screen, record_screen, run_plan
+from orchestrator.measured import (
+    StagePlan,
+    plan_screen,
+    record_screen,
+    retry_can_finish,
+    run_plan,
+)
 from orchestrator.stages import LoopContext, expand_step, operator_constraints, static_step
 from orchestrator.workspace import read_file
 from search import Verdict
@@ -23,13 +31,15 @@ from tests.orchestrator.conftest import ListReporter, fast_settings
 pytestmark = pytest.mark.slow
 
 
-def _cut(plan: StagePlan) -> EvaluationResult:
-    """What the runner returns for a judge it killed at the screen's limit."""
+def _cut(plan: StagePlan, tail: str = "") -> EvaluationResult:
+    """What the runner returns for a judge it killed at the screen's limit (tail: the
+    judge's log tail the runner appends)."""
     return EvaluationResult(
         evaluation_id=plan.request.evaluation_id,
         nonce="",
         outcome=Outcome.TIMEOUT,
-        message="judge exceeded 60 s (its own time limit) and was killed with its processes",
+        message="judge exceeded 60 s (its own time limit) and was killed with its processes"
+        + (f"; log tail:\n{tail}" if tail else ""),
         wall_s=60.0,
     )
 
@@ -96,3 +106,40 @@ def test_no_retries_means_the_first_cut_is_final(tmp_path: Path) -> None:
     record_screen(ctx, plan, _cut(plan))
     assert current_state(ctx).steps[1].verdict is Verdict.FAILED_RUN
     ctx.ledger.close()
+
+
+def test_a_screen_cut_early_in_its_configs_is_not_screened_again(tmp_path: Path) -> None:
+    ctx, reporter = _screened_step(tmp_path)
+    plan = plan_screen(ctx, current_state(ctx), current_state(ctx).steps[1])
+    # The softmax workload screens one config; a screen of all of them has a pace to read.
+    configs = list(ctx.config_set.config_ids)
+    assert len(configs) >= 2, configs
+    plan = replace(plan, job=replace(plan.job, config_ids=configs))
+    # Cut while building the first config: the rest cannot fit in the same limit.
+    tail = f"{PROGRESS_PREFIX}config {configs[0]}: correctness"
+    record_screen(ctx, plan, _cut(plan, tail))
+    step = current_state(ctx).steps[1]
+    assert step.verdict is Verdict.FAILED_RUN and step.timed_out_screens == 1
+    assert any("not screened again" in line for line in reporter.lines)
+    ctx.ledger.close()
+
+
+def test_retry_reads_the_cut_judges_pace() -> None:
+    five = ["2", "1", "7", "8", "13"]
+
+    def cut(tail: str) -> EvaluationResult:
+        return EvaluationResult(
+            evaluation_id="e", nonce="", outcome=Outcome.TIMEOUT, message=f"cut; log tail:\n{tail}"
+        )
+
+    line = PROGRESS_PREFIX + "config {}: {}"
+    # Run 14 on the H200: cut building the 2nd of 5, cut again on the retry; run 16: cut in
+    # the 5th, finished on the retry.
+    assert not retry_can_finish(five, cut(line.format("1", "correctness")))
+    assert retry_can_finish(five, cut(line.format("8", "correctness")))
+    assert retry_can_finish(five, cut(line.format("13", "correctness")))
+    assert retry_can_finish(five, cut(line.format("2", "timing")))  # every build done
+    assert retry_can_finish(five, cut("no judge line"))  # unknown: retried as before
+    assert retry_can_finish(["8"], cut(line.format("8", "correctness")))  # half of one
+    two = line.format("2", "correctness") + "\n" + line.format("1", "correctness")
+    assert last_progress(two) == ("1", "correctness")
