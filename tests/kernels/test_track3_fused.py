@@ -396,6 +396,33 @@ NORMALIZED_SCRIPT = script_comparing("fused_softmax", "online", "max_abs_vs_onli
 NORMALIZED = {"fused_softmax": "normalized"}
 
 
+def test_the_normalized_softmax_auto_schedule_takes_one_pass_where_the_registers_allow() -> None:
+    """Under the normalized softmax, auto rows and keys let one key block hold every key
+    (one pass, QK^T once) where the score tile allows it; elsewhere, and under the online
+    softmax, auto is unchanged, and a chosen key block is kept. (Run 15's normalized repair,
+    two passes on 128 tokens, was 0.775x of its parent on the H200.)"""
+    import torch
+
+    from kernels.track3 import CONFIGS
+
+    seed = load_candidate(track3_workload().seed_entry(), "seed_auto_schedule")
+    fused = sys.modules["seed_auto_schedule.fused"]
+
+    def blocks(config_id: str, **tunables: str) -> tuple[int, int]:
+        config = CONFIGS[config_id]
+        model = seed.OptimizedTransformer(config, {"fused_kernel": "triton", **tunables})
+        x = torch.zeros(1, config.seq_len, config.d_model)  # CPU: no SM count to shrink for
+        meta = fused.fused_meta(model, x)["blocks"]
+        return meta["BM"], meta["BN"]
+
+    assert blocks("1") == (64, 64)  # online: 128 tokens in two key blocks
+    assert blocks("1", fused_softmax="normalized") == (32, 128)  # 4 heads x 32 x 128 fit
+    assert blocks("9", fused_softmax="normalized") == (64, 128)  # one head: rows stay
+    assert blocks("13", fused_softmax="normalized") == (64, 64)  # 1,024 tokens never fit
+    assert blocks("11", fused_softmax="normalized") == blocks("11")  # 16 heads never fit
+    assert blocks("1", fused_softmax="normalized", fused_keys="32") == (32, 32)
+
+
 def test_normalized_softmax_passes_the_gate_and_rounds_otherwise_than_the_online_one() -> None:
     # Rows over several key blocks (16 keys a block, 40 and 64 tokens) and rows whose causal
     # range one key block holds (cpu-3: 32 tokens, 32 keys a block), padded and not, in one

@@ -105,7 +105,8 @@ TUNABLE_SPACE = {
         "requires": {"fused_kernel": "triton"},
         "values": ["auto", "16", "32", "64", "128"],
         "doc": "query rows per program of the fused kernels: auto picks the most the registers "
-        "allow, fewer when the grid would leave SMs idle",
+        "allow, fewer when the grid would leave SMs idle (and, under the normalized softmax, "
+        "few enough for one key block to hold every key where the registers allow it)",
     },
     "fused_warps": {
         "requires": {"fused_kernel": "triton"},
@@ -116,7 +117,8 @@ TUNABLE_SPACE = {
         "requires": {"fused_kernel": "triton"},
         "values": ["auto", "16", "32", "64", "128"],
         "doc": "keys per block of the fused attention's online-softmax loop (auto: up to 64, "
-        "fewer when the score tile would spill)",
+        "fewer when the score tile would spill; under the normalized softmax every key when "
+        "they fit, so that it takes one pass)",
     },
     "fused_ffn_block": {
         "requires": {"fused_kernel": "triton"},
@@ -132,7 +134,8 @@ TUNABLE_SPACE = {
         "requires": {"fused_kernel": "triton"},
         "values": ["online", "normalized"],
         "doc": "fused attention's softmax: one pass, normalized after the PV product, or each "
-        "row's max and sum first, then probabilities normalized before PV (QK^T twice)",
+        "row's max and sum first, then probabilities normalized before PV (QK^T twice, once "
+        "where one key block holds every key)",
     },
     "fused_weight_loads": {
         "requires": {"fused_kernel": "triton"},

@@ -117,6 +117,11 @@ def block_rows(model: Any, x: torch.Tensor, heads_pad: int) -> int:
     if chosen != "auto":
         return min(int(chosen), most)
     rows = min(most, 64, max(16, _next_pow2(seq)))
+    # The normalized softmax computes QK^T twice unless one key block holds a row block's
+    # whole causal range: auto then keeps rows few enough for such a block to fit.
+    covering = SCORE_TILE // (heads_pad * _next_pow2(seq))
+    if model.tunables["fused_softmax"] == "normalized" and covering >= 16:
+        rows = min(rows, covering)
     sms = torch.cuda.get_device_properties(x.device).multi_processor_count if x.is_cuda else 1
     while rows > 16 and batch * -(-seq // rows) < sms:
         rows //= 2
@@ -135,12 +140,15 @@ def fused_meta(model: Any, x: torch.Tensor) -> dict[str, Any]:
     # auto: Triton's defaults (4 warps; the launcher's stages).
     warps = 4 if tunables["fused_warps"] == "auto" else int(tunables["fused_warps"])
     keys_most = max(MIN_TILE, min(_next_pow2(seq), SCORE_TILE // (heads_pad * rows)))
+    keys_auto = min(64, keys_most)
+    if tunables["fused_softmax"] == "normalized" and keys_most >= _next_pow2(seq):
+        keys_auto = keys_most  # every key in one block: the normalized softmax in one pass
     ffn_most = max(MIN_TILE, _next_pow2(ffn))
     return {
         "shape": {"D": width, "H_PAD": heads_pad, "DH_PAD": head_pad, "D_PAD": width_pad},
         "blocks": {
             "BM": rows,
-            "BN": _chosen(tunables["fused_keys"], min(64, keys_most), keys_most),
+            "BN": _chosen(tunables["fused_keys"], keys_auto, keys_most),
             "BF": _chosen(tunables["fused_ffn_block"], min(64, ffn_most), ffn_most),
             "F": ffn,
         },
