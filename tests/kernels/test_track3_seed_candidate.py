@@ -233,6 +233,37 @@ def test_explicit_attention_that_cannot_fit_falls_back_to_the_flash_path(
     assert not chunking.explicit_scores_exceed(torch.device("cpu"), 16, 100_000, 1)
 
 
+def test_the_memory_estimate_reads_attention_only_where_the_torch_path_runs(
+    track3_seed: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fused kernels hold no score tensor: where they serve, the batch-chunking estimate
+    leaves `attention` unread, so the recorder shows a change of it cannot reach those sizes
+    (on the H200 children that changed it were blamed for the fused frontier's own misses).
+    Kernels that cannot run here are the edge replaced (as on a GPU), nothing else."""
+    package = track3_seed.__name__.rsplit(".", 1)[0]
+    chunking, fused = (sys.modules[f"{package}.{name}"] for name in ("chunking", "fused"))
+    monkeypatch.setattr(fused, "kernels_runnable", lambda on_cuda: True)
+    cfg = CONFIGS["cpu-2"]
+    x = torch.zeros(2, cfg.seq_len, cfg.d_model)
+
+    def estimate(kernel: str, refused: bool = False) -> tuple[int, set[str]]:
+        model = candidate(
+            track3_seed, "cpu-2", build_reference(cfg, "cpu"), {"fused_kernel": kernel}
+        )
+        if refused:  # the device refused these sizes' launch: the torch path runs them
+            model.fused_refused.add((tuple(x.shape), True, model._regime))
+        before = set(settings_read(model) or [])
+        assert "attention" not in before
+        size = chunking._bytes_per_sequence(model, x)
+        return size, set(settings_read(model) or []) - before
+
+    fused_size, fused_read = estimate("triton")
+    torch_size, torch_read = estimate("none")
+    assert "attention" not in fused_read and "attention" in torch_read
+    assert fused_size < torch_size  # the torch path's explicit scores count
+    assert estimate("triton", refused=True) == (torch_size, torch_read | {"fused_min_width"})
+
+
 def test_the_recorder_names_what_the_forward_read(track3_seed: ModuleType) -> None:
     """On the CPU the fused kernels never run: the torch path's tunables are read, theirs not."""
     cfg = CONFIGS["cpu-2"]
