@@ -4,9 +4,11 @@ Run 16 on the H200 cut a repair with fp32 IEEE fused operands twice (253 s), and
 later the operator's own mutation put `fused_projection_operands=fp32_ieee` into a
 strided-heads child, whose screen was cut again (140 s more): the idea was no longer drawn, but
 the setting that made it unmeasurable still was. A setting a twice-cut candidate moved is
-forbidden to the operator for the rest of the run, unless a candidate of this run that was
-measured in time runs it too (then it is known to be measurable, and the cut was something
-else). It is not a score: a timeout is infrastructure, and no idea's posterior moves.
+forbidden to the operator for the rest of the run, unless the candidate moved it only so that
+its change could act (a requirement, or a reference value a requirement woke), or a candidate
+of this run that was measured in time runs it too (then it is known to be measurable, and the
+cut was something else). It is not a score: a timeout is infrastructure, and no idea's
+posterior moves. `benchmarks/unmeasured_replay.py RUN_DIR` shows what it would have changed.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from agents.regimes import settings_by_config
+from agents.tunables import TunablesError, read_requirements, read_space
 from orchestrator.state import CandidateView, SearchState
 
 Setting = tuple[str, str]
@@ -39,7 +42,8 @@ def unmeasured_settings(
     suspects: set[Setting] = set()
     for cand in cut:
         assert cand.parent_sha is not None
-        suspects |= _moved(by_config(cand.parent_sha), by_config(cand.sha))
+        moved = moved_settings(by_config(cand.parent_sha), by_config(cand.sha))
+        suspects |= moved - _enablers(read_source(cand.sha), moved)
     if not suspects:
         return set()
     measured: set[Setting] = set()
@@ -54,13 +58,34 @@ def forbid_lines(settings: set[Setting]) -> list[str]:
     return [f"forbid {name}={value}" for name, value in sorted(settings)]
 
 
+def _enablers(source: str | None, moved: set[Setting]) -> set[Setting]:
+    """What a cut candidate moved only so that its change could act: the reference values
+    (values[0], which tunables take when a requirement starts them acting) and the
+    requirements of its other moved settings. Run 15 on the H200 cut twice a candidate that
+    turned the fused kernels on for its fp32 operands; forbidding `fused_kernel=triton` too
+    would have barred step 5, the run's 5.6x gain."""
+    if source is None:
+        return set(moved)  # unreadable: nothing is forbidden on a guess
+    try:
+        space, requires = read_space(source), read_requirements(source)
+    except (TunablesError, SyntaxError):
+        return set(moved)
+    defaults = {(name, values[0]) for name, values in space.items() if values}
+    needed = {
+        (other, value) for name, _ in moved for other, value in requires.get(name, {}).items()
+    }
+    return (moved & defaults) | (moved & needed)
+
+
 def _measured(cand: CandidateView) -> bool:
     return cand.verdict is not None and not cand.timed_out and not cand.tainted
 
 
-def _moved(
+def moved_settings(
     before: dict[str, dict[str, str]] | None, after: dict[str, dict[str, str]] | None
 ) -> set[Setting]:
+    """The (tunable, value) pairs a child runs somewhere that its parent does not run there
+    (per-configuration settings, as settings_by_config reads them; none when unreadable)."""
     if before is None or after is None:
         return set()  # cannot be told: nothing is forbidden on a guess
     return {

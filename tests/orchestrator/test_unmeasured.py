@@ -78,3 +78,23 @@ def test_nothing_is_forbidden_without_a_cut_or_on_an_unreadable_source() -> None
     state, sources = _run()
     del sources["exact"]
     assert unmeasured_settings(state, sources.get, SIZES) == set()
+
+
+def test_what_a_cut_candidate_moved_only_to_let_its_change_act_stays_open() -> None:
+    """Run 15's shape: the cut candidate turned the fused kernels on for its tf32x3 operands.
+    Its requirement (`fused_kernel=triton`) and the reference values its fused tunables took
+    are not forbidden: the run's fastest candidate needed them."""
+    state = SearchState()
+    sources = {
+        "graph": _source(graph_capture="cuda_graph"),
+        "split": _source(
+            graph_capture="cuda_graph",
+            fused_kernel="triton",
+            fused_projection_operands="tf32x3",
+            fused_ffn_operands="tf32x3",
+        ),
+    }
+    _candidate(state, "graph", None, Verdict.PROMOTED)
+    _candidate(state, "split", "graph", Verdict.FAILED_RUN, cut=True)
+    found = unmeasured_settings(state, sources.get, SIZES)
+    assert found == {("fused_projection_operands", "tf32x3"), ("fused_ffn_operands", "tf32x3")}
