@@ -120,7 +120,7 @@ def block_rows(model: Any, x: torch.Tensor, heads_pad: int) -> int:
     # The normalized softmax computes QK^T twice unless one key block holds a row block's
     # whole causal range: auto then keeps rows few enough for such a block to fit.
     covering = SCORE_TILE // (heads_pad * _next_pow2(seq))
-    if model.tunables["fused_softmax"] == "normalized" and covering >= 16:
+    if model.tunables["fused_softmax"] == "normalized" and covering >= MIN_TILE:
         rows = min(rows, covering)
     sms = torch.cuda.get_device_properties(x.device).multi_processor_count if x.is_cuda else 1
     while rows > 16 and batch * -(-seq // rows) < sms:
