@@ -13,6 +13,7 @@ from orchestrator.provenance import FrontierGain, format_gains, frontier_gains
 from orchestrator.state import CandidateView, SearchState, derive_state
 from orchestrator.taint import TaintSummary, describe_taint, taint_summary
 from orchestrator.throughput import RunTime, format_run_time, run_time
+from orchestrator.unmeasured import left_alone
 from search import IdeaArm, PriorStrength, Verdict, posterior_parameters
 
 CANDIDATES_SHOWN = 10  # rows of the candidates table unless --candidates says otherwise
@@ -99,6 +100,11 @@ class StatusReport(BaseModel):
     ideas: list[IdeaStatus] = Field(description="Idea arms and their outcomes.")
     messages: list[MessageStatus] = Field(description="Injected messages in order.")
     constraints: list[str] = Field(description="CONSTRAINTs in force.")
+    left_alone: list[str] = Field(
+        default_factory=list,
+        description="Settings the operator leaves alone beyond the CONSTRAINTs, as 'forbid "
+        "TUNABLE=VALUE': what candidates cut twice changed (orchestrator/unmeasured.py).",
+    )
     taint: TaintSummary = Field(description="Full sweeps measured under contention, and why.")
     noise_floor: float | None = Field(description="Calibrated A/A floor the promotions use.")
     noise_by_class: dict[str, float] = Field(description="A/A excursion per config class.")
@@ -260,6 +266,7 @@ def build_status(
             for m in ledger.messages()
         ],
         constraints=state.constraints,
+        left_alone=left_alone(run_dir, state),
         taint=taint_summary(ledger),
         noise_floor=state.noise_floor(run.config_set) if run else None,
         noise_by_class=dict(state.noise_floors.get(run.config_set, {}).get("classes", {}))
@@ -323,6 +330,9 @@ def format_status(report: StatusReport) -> str:
         withdrawn = f" (retracted by #{m.retracted_by})" if m.retracted_by else ""
         lines.append(f"message #{m.seq} {m.kind} by {m.author}: {m.text[:70]}{withdrawn}")
     lines.extend(describe_taint(report.taint, "in this run"))
+    if report.left_alone:
+        settings = ", ".join(line.removeprefix("forbid ") for line in report.left_alone)
+        lines.append(f"left alone (candidates changing them were cut twice): {settings}")
     if report.llm_calls:
         lines.append(f"LLM: {report.llm_calls} calls, ${report.llm_usd:.2f}")
     for sha, verdict in report.verifications.items():

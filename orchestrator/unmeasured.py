@@ -14,10 +14,15 @@ posterior moves. `benchmarks/unmeasured_replay.py RUN_DIR` shows what it would h
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from pathlib import Path
+
+import git
 
 from agents.regimes import settings_by_config
 from agents.tunables import TunablesError, read_requirements, read_space
 from orchestrator.state import CandidateView, SearchState
+from orchestrator.workloads import WorkloadLoadError, load_workload
+from orchestrator.workspace import RunPaths
 
 Setting = tuple[str, str]
 SourceReader = Callable[[str], str | None]  # a commit's candidate source (None: unreadable)
@@ -51,6 +56,30 @@ def unmeasured_settings(
         if _measured(cand):
             measured |= _runs(by_config(cand.sha), suspects)
     return suspects - measured
+
+
+def left_alone(run_root: Path, state: SearchState) -> list[str]:
+    """The 'forbid' lines a run's operator now works under beyond the user's, read from the
+    run directory (its repository and workload); none when they cannot be read."""
+    if state.run is None or not any(c.timed_out for c in state.candidates.values()):
+        return []
+    try:
+        repo = git.Repo(RunPaths(run_root).repo)
+        workload = load_workload(state.run.workload)
+        config_set = workload.config_set(state.run.config_set)
+        oracle_only = workload.oracle_only_ids()
+        timed = [c for c in config_set.config_ids if c not in oracle_only]
+        sizes = {c: workload.dispatch_features(c) for c in timed}
+    except (git.GitError, WorkloadLoadError, KeyError, ValueError):
+        return []
+
+    def read_source(sha: str) -> str | None:
+        try:
+            return str(repo.git.show(f"{sha}:{workload.candidate_file}"))
+        except git.GitCommandError:
+            return None
+
+    return forbid_lines(unmeasured_settings(state, read_source, sizes))
 
 
 def forbid_lines(settings: set[Setting]) -> list[str]:

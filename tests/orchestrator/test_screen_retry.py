@@ -24,6 +24,7 @@ from orchestrator.measured import (
     run_plan,
 )
 from orchestrator.stages import LoopContext, expand_step, operator_constraints, static_step
+from orchestrator.status import build_status, format_status
 from orchestrator.workspace import read_file
 from search import Verdict
 from tests.orchestrator.conftest import ListReporter, fast_settings
@@ -97,6 +98,10 @@ def test_a_screen_cut_again_fails_to_run_and_teaches_nothing(tmp_path: Path) -> 
     constraints = operator_constraints(ctx, state)
     assert moved and moved <= set(constraints)
     assert constraints[: len(state.constraints)] == state.constraints
+    # ratchet status says so.
+    report = build_status(ctx.paths.root, ctx.ledger)
+    assert set(report.left_alone) == set(constraints) - set(state.constraints)
+    assert "left alone (candidates changing them were cut twice)" in format_status(report)
     ctx.ledger.close()
 
 

@@ -105,8 +105,7 @@ TUNABLE_SPACE = {
         "requires": {"fused_kernel": "triton"},
         "values": ["auto", "16", "32", "64", "128"],
         "doc": "query rows per program of the fused kernels: auto picks the most the registers "
-        "allow, fewer when the grid would leave SMs idle (and, under the normalized softmax, "
-        "few enough for one key block to hold every key where the registers allow it)",
+        "allow, fewer when SMs would idle or a normalized softmax could then take one pass",
     },
     "fused_warps": {
         "requires": {"fused_kernel": "triton"},
@@ -116,9 +115,8 @@ TUNABLE_SPACE = {
     "fused_keys": {
         "requires": {"fused_kernel": "triton"},
         "values": ["auto", "16", "32", "64", "128"],
-        "doc": "keys per block of the fused attention's online-softmax loop (auto: up to 64, "
-        "fewer when the score tile would spill; under the normalized softmax every key when "
-        "they fit, so that it takes one pass)",
+        "doc": "keys per block of the fused attention's loop (auto: up to 64, fewer when the "
+        "score tile would spill; a normalized softmax's every key when they fit: one pass)",
     },
     "fused_ffn_block": {
         "requires": {"fused_kernel": "triton"},
@@ -134,8 +132,7 @@ TUNABLE_SPACE = {
         "requires": {"fused_kernel": "triton"},
         "values": ["online", "normalized"],
         "doc": "fused attention's softmax: one pass, normalized after the PV product, or each "
-        "row's max and sum first, then probabilities normalized before PV (QK^T twice, once "
-        "where one key block holds every key)",
+        "row's max and sum first, then probabilities normalized before PV (QK^T twice)",
     },
     "fused_weight_loads": {
         "requires": {"fused_kernel": "triton"},
