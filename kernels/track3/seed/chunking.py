@@ -36,8 +36,8 @@ def _bytes_per_sequence(model: Any, x: torch.Tensor) -> int:
     # explicit attention also holds scores, probabilities and masks per head.
     per_sequence = seq * (40 * width + 8 * first.ffn_in.out_features)
     # The fused kernels hold no score tensor, so where they serve `attention` is not read:
-    # its recorder then shows that a change of it cannot reach these sizes (runs 14-16 on the
-    # H200 blamed children that changed it for the fused frontier's own misses on config 6).
+    # its recorder then shows that a change of it cannot reach these sizes (runs 15 and 16 on
+    # the H200 blamed sdpa children for the fused frontier's own misses on config 6).
     if _fused_serves(model, x):
         return int(per_sequence)
     if model.tunables["attention"] == "explicit" and not scores_too_large(model, seq):
