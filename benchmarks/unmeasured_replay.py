@@ -17,15 +17,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import git  # noqa: E402
-
 from agents.regimes import settings_by_config  # noqa: E402
 from ledger import Ledger, StoredEvent  # noqa: E402
 from orchestrator.events import EventKind  # noqa: E402
 from orchestrator.state import SearchState, derive_state  # noqa: E402
 from orchestrator.throughput import event_time  # noqa: E402
-from orchestrator.unmeasured import Setting, moved_settings, unmeasured_settings  # noqa: E402
-from orchestrator.workloads import load_workload  # noqa: E402
+from orchestrator.unmeasured import (  # noqa: E402
+    Setting,
+    moved_settings,
+    run_sources,
+    unmeasured_settings,
+)
 
 
 def evaluation_seconds(events: list[StoredEvent]) -> dict[int, float]:
@@ -57,23 +59,15 @@ def main() -> None:
     run = Path(sys.argv[1])
     if not (run / "ledger.sqlite").is_file() or not (run / "repo").is_dir():
         raise SystemExit(f"{run}: not a run directory (no ledger.sqlite and repo/ there)")
-    repo = git.Repo(run / "repo")
     with Ledger.open_path(run / "ledger.sqlite", create=False) as ledger:
         state = derive_state(ledger)
         events = ledger.events()
-    if state.run is None:
-        raise SystemExit(f"{run}: the run has not started")
-    workload = load_workload(state.run.workload)
-    config_set = workload.config_set(state.run.config_set)
-    oracle_only = workload.oracle_only_ids()
-    timed = [c for c in config_set.config_ids if c not in oracle_only]
-    sizes = {c: workload.dispatch_features(c) for c in timed}
-
-    def read_source(sha: str) -> str | None:
-        try:
-            return str(repo.git.show(f"{sha}:{workload.candidate_file}"))
-        except git.GitCommandError:
-            return None
+    sources = run_sources(run, state)
+    if sources is None:
+        raise SystemExit(
+            f"{run}: its run has not started, or its repository or workload cannot be read"
+        )
+    read_source, sizes = sources
 
     def settings(sha: str) -> dict[str, dict[str, str]] | None:
         source = read_source(sha)

@@ -58,11 +58,14 @@ def unmeasured_settings(
     return suspects - measured
 
 
-def left_alone(run_root: Path, state: SearchState) -> list[str]:
-    """The 'forbid' lines a run's operator now works under beyond the user's, read from the
-    run directory (its repository and workload); none when they cannot be read."""
-    if state.run is None or not any(c.timed_out for c in state.candidates.values()):
-        return []
+Sizes = dict[str, dict[str, float]]  # config -> what a dispatch predicate reads of it
+
+
+def run_sources(run_root: Path, state: SearchState) -> tuple[SourceReader, Sizes] | None:
+    """A run directory's candidate sources by commit, and the sizes of the configs it times
+    (None when its repository or workload cannot be read)."""
+    if state.run is None:
+        return None
     try:
         repo = git.Repo(RunPaths(run_root).repo)
         workload = load_workload(state.run.workload)
@@ -71,7 +74,7 @@ def left_alone(run_root: Path, state: SearchState) -> list[str]:
         timed = [c for c in config_set.config_ids if c not in oracle_only]
         sizes = {c: workload.dispatch_features(c) for c in timed}
     except (git.GitError, WorkloadLoadError, KeyError, ValueError):
-        return []
+        return None
 
     def read_source(sha: str) -> str | None:
         try:
@@ -79,7 +82,18 @@ def left_alone(run_root: Path, state: SearchState) -> list[str]:
         except git.GitCommandError:
             return None
 
-    return forbid_lines(unmeasured_settings(state, read_source, sizes))
+    return read_source, sizes
+
+
+def left_alone(run_root: Path, state: SearchState) -> list[str]:
+    """The 'forbid' lines a run's operator now works under beyond the user's, read from the
+    run directory (its repository and workload); none when they cannot be read."""
+    if not any(c.timed_out for c in state.candidates.values()):
+        return []
+    sources = run_sources(run_root, state)
+    if sources is None:
+        return []
+    return forbid_lines(unmeasured_settings(state, *sources))
 
 
 def forbid_lines(settings: set[Setting]) -> list[str]:
