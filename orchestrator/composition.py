@@ -16,6 +16,7 @@ from agents.dispatch import (
 )
 from agents.regimes import DEFAULT_REGIME, read_dispatch_tree, regime_for, regime_settings
 from agents.tunables import TunablesError, read_tunables
+from orchestrator.change_scope import config_floors
 from orchestrator.events import StepStarted
 from orchestrator.regime_scores import measured_scores
 from orchestrator.stages import LoopContext, record_expansion, recover_commit, timed_sizes
@@ -29,6 +30,7 @@ from search import (
     RegimeVariant,
     plan_dispatch,
 )
+from search.scope import required_log_gain, whole_objective_floor
 
 COMPOSE_IDEA = "compose-regimes"
 # A variant id names a plain candidate by its sha, or one regime of a dispatching one as
@@ -135,7 +137,9 @@ def composition_plan(ctx: LoopContext, state: SearchState) -> DispatchPlan | Non
     features = timed_sizes(ctx)
     scores = measured_scores(ctx.ledger, anchor=frontier)
     variants = []
-    for variant_id, (_, served) in _variants(ctx, state, code_outside_blocks(source)).items():
+    measured_variants = _variants(ctx, state, code_outside_blocks(source))
+    settings_by_variant = {v: settings for v, (settings, _) in measured_variants.items()}
+    for variant_id, (_, served) in measured_variants.items():
         measured = scores.get(variant_id.partition(REGIME_MARK)[0], {})
         kept = {
             c: v for c, v in measured.items() if c in features and (served is None or c in served)
@@ -151,17 +155,57 @@ def composition_plan(ctx: LoopContext, state: SearchState) -> DispatchPlan | Non
     incumbent = _incumbent(variants, set(features))
     if incumbent is None:
         return None
-    settings = CompositionSettings(noise_floor=ctx.noise_floor, weights=state.config_weights)
+    settings = CompositionSettings(
+        noise_floor=ctx.noise_floor,
+        weights=state.config_weights,
+        config_floors=config_floors(state),
+    )
     plan = plan_dispatch(features, variants, incumbent, settings)
     if plan is None or tuple(sorted(plan.assignment.items())) in tried:
         return None
     frontier_scores = {c: v.median for c, v in scores.get(frontier, {}).items()}
     if all(c in frontier_scores for c in features):
-        keys = sorted(features)
-        ahead = plan.pessimistic_objective / _geomean(frontier_scores, settings, keys)
-        if ahead <= 1.0 + ctx.noise_floor:
+        own = _composable(ctx, frontier)
+        moved = _moved_configs(plan, settings_by_variant, own[1] if own else [])
+        if not _ahead(plan, frontier_scores, moved, settings):
             return None  # the frontier (itself a composition, perhaps) is already as good
     return plan
+
+
+def _ahead(
+    plan: DispatchPlan,
+    frontier_scores: Mapping[str, float],
+    moved: list[str],
+    settings: CompositionSettings,
+) -> bool:
+    """The plan, credited pessimistically, gains on the configs it moves off the frontier's
+    settings more than their floors (the others run the frontier's code: no gain, no cost)."""
+    gain = sum(
+        settings.weights.get(c, 1.0) * math.log(plan.pessimistic[c] / frontier_scores[c])
+        for c in moved
+    )
+    floors = {c: settings.floor_of(c) for c in moved}
+    whole = whole_objective_floor(plan.assignment, settings.weights, settings.noise_floor)
+    return bool(moved) and gain > required_log_gain(moved, settings.weights, floors, whole)
+
+
+def _moved_configs(
+    plan: DispatchPlan,
+    settings_by_variant: Mapping[str, dict[str, str]],
+    frontier_parts: list[ComposablePart],
+) -> list[str]:
+    """The configs where the plan runs other settings than the frontier (the code outside
+    the blocks is shared): the only ones where it can be faster or slower than the frontier."""
+    frontier_runs: dict[str, dict[str, str]] = {}
+    for _, settings, served in frontier_parts:
+        for config in plan.assignment:
+            if served is None or config in served:
+                frontier_runs[config] = settings
+    return sorted(
+        c
+        for c, variant in plan.assignment.items()
+        if settings_by_variant.get(variant) != frontier_runs.get(c)
+    )
 
 
 def _incumbent(variants: list[RegimeVariant], configs: set[str]) -> str | None:
@@ -170,12 +214,6 @@ def _incumbent(variants: list[RegimeVariant], configs: set[str]) -> str | None:
     if not full:
         return None
     return max(full, key=lambda v: sum(math.log(v.scores[c]) for c in configs)).variant_id
-
-
-def _geomean(scores: dict[str, float], settings: CompositionSettings, keys: list[str]) -> float:
-    total = sum(settings.weights.get(c, 1.0) for c in keys)
-    logs = sum(settings.weights.get(c, 1.0) * math.log(scores[c]) for c in keys)
-    return math.exp(logs / total)
 
 
 def composition_step(state: SearchState, plan: DispatchPlan) -> StepStarted:

@@ -317,3 +317,14 @@ class VerdictDetails(BaseModel):
     noise_floor: float | None = Field(default=None, description="Floor used by the rule.")
     taint: list[str] = Field(default_factory=list, description="Contention seen while timed.")
     reject_reason: str | None = Field(default=None, description="The judge's rejection cause.")
+    scope: list[str] | None = Field(
+        default=None,
+        description="The configs the verdict read, when the candidate's code differs from the "
+        "frontier's only there (the rest run the same code); None: all of them.",
+    )
+    scope_vs_parent: dict[str, float] | None = Field(
+        default=None, description="Ratio vs parent over its scope, when the verdict was scoped."
+    )
+    scope_vs_frontier: dict[str, float] | None = Field(
+        default=None, description="Ratio vs frontier over the scope the verdict read."
+    )

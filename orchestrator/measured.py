@@ -9,6 +9,11 @@ from pathlib import Path
 from harness.models import EvaluationRequest, EvaluationResult, Outcome
 from ledger import Record
 from orchestrator.arms import screen_arms, sweep_arms
+from orchestrator.change_scope import (
+    change_scope,
+    scoped_evidence,
+    whole_evidence,
+)
 from orchestrator.evaluation import (
     BASELINE_ARM,
     StageRequest,
@@ -33,7 +38,6 @@ from search import (
     ScreenGate,
     ScreenReading,
     Verdict,
-    VerdictEvidence,
     compute_objective,
     decide_verdict,
     gate_screen,
@@ -251,17 +255,12 @@ def decide(
         if base is not None:
             speedups[config.config_id] = base.median
     objective = compute_objective(per_config, ctx.objective_spec(state))
+    scoped: dict[str, object] = {}
     if job.is_seed:
         reason = "seed candidate: the initial frontier"
         decision = Decision(verdict=Verdict.PROMOTED, success=False, reason=reason)
     else:
-        evidence = VerdictEvidence(
-            correct=True,
-            vs_parent=estimate(result.aggregate("parent")),
-            vs_frontier=estimate(result.aggregate("frontier")),
-            tainted=result.tainted,
-        )
-        decision = decide_verdict(evidence, ctx.noise_floor)
+        decision, scoped = _sweep_decision(ctx, state, job, result)
     details = VerdictDetails(
         step=job.step,
         success=decision.success,
@@ -275,8 +274,33 @@ def decide(
         objective_kind=ctx.settings.objective.value,
         noise_floor=ctx.noise_floor,
         taint=result.taint,
-    )
+    ).model_copy(update=scoped)
     return decision, details, objective.value if objective else None
+
+
+def _sweep_decision(
+    ctx: LoopContext, state: SearchState, job: SweepJob, result: EvaluationResult
+) -> tuple[Decision, dict[str, object]]:
+    """The verdict read on the configs the candidate's change reaches (the details to record
+    when it was), or over all of them when that promotes and the scoped reading does not (a
+    device whose single configs read noisily)."""
+    evidence, scope = scoped_evidence(ctx, state, (job.parent_sha, job.sha), result)
+    decision = decide_verdict(evidence, ctx.noise_floor)
+    if scope.configs is None:
+        return decision, {}
+    whole = decide_verdict(whole_evidence(result), ctx.noise_floor)
+    if whole.verdict is Verdict.PROMOTED and decision.verdict is not Verdict.PROMOTED:
+        return whole, {}
+    scoped: dict[str, object] = {
+        "scope": scope.configs,
+        "scope_vs_parent": _dumped(evidence.vs_parent),
+        "scope_vs_frontier": _dumped(evidence.vs_frontier),
+    }
+    return decision.model_copy(update={"reason": decision.reason + scope.describe()}), scoped
+
+
+def _dumped(value: RatioEstimate | None) -> dict[str, float] | None:
+    return value.model_dump() if value is not None else None
 
 
 def plan_sweep(ctx: LoopContext, state: SearchState, job: SweepJob) -> StagePlan:
@@ -339,7 +363,11 @@ def record_sweep(
     # Two sweeps in flight may both have planned to carry the frontier's verification: the
     # first to finish records it, the others' would only repeat it.
     riding = plan.riding if plan.riding and state.pending_verification() == plan.riding else None
-    riders = replication_records(riding, arms, result, ctx.noise_floor) if riding else []
+    riders = []
+    if riding:
+        configs = [c.config_id for c in result.configs if c.ratios]
+        scope = change_scope(ctx, state, (riding[1], riding[0]), configs)
+        riders = replication_records(riding, arms, result, scope)
     ctx.ledger.append_many([*records, *riders])
     for rider in riders[:1]:
         ctx.reporter.line(f"  verifier: {rider.payload['verdict']}: {rider.payload['reason']}")

@@ -35,6 +35,14 @@ class FrontierGain(BaseModel):
     )
     origin: GainOrigin = Field(description="Discovered by the search, or enabled by hand.")
     note: str = Field(description="Why this origin, in words.")
+    scope: list[str] | None = Field(
+        default=None,
+        description="The configs its verdict read when its code differed from the frontier's "
+        "only there (None: all of them).",
+    )
+    scoped_gain: float | None = Field(
+        default=None, description="Its paired speedup over the frontier on that scope."
+    )
 
 
 def _origin(state: SearchState, cand: CandidateView) -> tuple[GainOrigin, str]:
@@ -91,9 +99,19 @@ def frontier_gains(state: SearchState) -> list[FrontierGain]:
                 gain=gain,
                 origin=origin,
                 note=note,
+                **_scoped(cand),
             )
         )
     return gains
+
+
+def _scoped(cand: CandidateView) -> dict[str, object]:
+    """The scope its verdict read and its gain there (nothing when unscoped)."""
+    scope, ratio = cand.details.get("scope"), cand.details.get("scope_vs_frontier")
+    ratio = ratio or cand.details.get("scope_vs_parent")
+    if not isinstance(scope, list) or not isinstance(ratio, dict):
+        return {}
+    return {"scope": [str(c) for c in scope], "scoped_gain": float(ratio["median"])}
 
 
 def format_gains(gains: list[FrontierGain]) -> list[str]:
@@ -103,8 +121,11 @@ def format_gains(gains: list[FrontierGain]) -> list[str]:
     lines = ["gains on the frontier's lineage (discovered by the search, or enabled by hand):"]
     for g in gains:
         gain = f"{g.gain:.3f}x" if g.gain is not None else "-"
+        where = ""
+        if g.scope is not None and g.scoped_gain is not None:
+            where = f", {g.scoped_gain:.3f}x on configs {', '.join(g.scope)} (all it changed)"
         lines.append(
             f"  step {g.step:>3} {g.sha[:10]} {gain:>8} idea {g.idea_id}: {g.origin.value} "
-            f"({g.note})"
+            f"({g.note}{where})"
         )
     return lines

@@ -71,10 +71,12 @@ def same_code_sources(ctx: LoopContext, parent: str, child: str) -> tuple[str, s
 
 def _changed(ctx: LoopContext, state: SearchState, step: StepView) -> set[str] | None:
     assert step.sha is not None
-    return _reached(ctx, state, step.started.parent_sha, step.sha)
+    return reached_by_change(ctx, state, step.started.parent_sha, step.sha)
 
 
-def _reached(ctx: LoopContext, state: SearchState, parent: str, child: str) -> set[str] | None:
+def reached_by_change(
+    ctx: LoopContext, state: SearchState, parent: str, child: str
+) -> set[str] | None:
     """The configurations a settings-only change reaches (None: a code edit, or unknown)."""
     sources = same_code_sources(ctx, parent, child)
     if sources is None:
@@ -94,7 +96,9 @@ def unreached_result(
     """A commit that changes only settings the parent's code never read where they act runs
     the parent's code on every configuration: nothing new to judge, and nothing learnt about
     the idea (run 11 screened two such children as their parent and charged their ideas)."""
-    if result.sha is None or _reached(ctx, state, step.started.parent_sha, result.sha) != set():
+    if result.sha is None:
+        return result
+    if reached_by_change(ctx, state, step.started.parent_sha, result.sha) != set():
         return result
     message = (
         f"commit {result.sha[:10]} changes only tunables that {step.started.parent_sha[:10]}'s "

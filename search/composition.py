@@ -8,6 +8,8 @@ from collections.abc import Mapping, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from search.scope import required_log_gain, scoped_floor, whole_objective_floor
+
 
 class RegimeVariant(BaseModel):
     """One measured candidate as the composition step sees it."""
@@ -63,6 +65,15 @@ class CompositionSettings(BaseModel):
     weights: dict[str, float] = Field(
         default_factory=dict, description="Config weights of the objective (default 1)."
     )
+    config_floors: dict[str, float] = Field(
+        default_factory=dict,
+        description="Per config, the A/A excursion its readings showed: a change of the "
+        "variant serving it must clear this (never less than noise_floor; default it).",
+    )
+
+    def floor_of(self, config: str) -> float:
+        """The floor a change on this config clears."""
+        return scoped_floor(self.noise_floor, self.config_floors, [config])
 
 
 class DispatchPlan(BaseModel):
@@ -74,6 +85,11 @@ class DispatchPlan(BaseModel):
     variants: list[str] = Field(description="Variants the tree uses, the incumbent first.")
     assignment: dict[str, str] = Field(description="Config id -> the variant serving it.")
     predicted: dict[str, float] = Field(description="Predicted speedup per config.")
+    pessimistic: dict[str, float] = Field(
+        default_factory=dict,
+        description="Per config, what the plan is credited with: the incumbent's median, or "
+        "a challenger's lower bound (empty in plans made before it was recorded).",
+    )
     predicted_objective: float = Field(description="Weighted geomean of the predictions.")
     pessimistic_objective: float = Field(
         description="The same with every challenger at its interval's lower bound."
@@ -94,10 +110,12 @@ def plan_dispatch(
 ) -> DispatchPlan | None:
     """The dispatch tree that serves each region of sizes with its measured winner, or None
     when no split beats the incumbent (which must be measured on every config) by more than
-    the noise floor. Only configs in `features` count; a variant serves only configs where
-    it was measured correct. A challenger is credited with its interval's lower bound and the
-    incumbent with its median: picking the best of many noisy per-config readings would
-    otherwise find regimes between variants that behave the same (the winner's curse)."""
+    the noise floors of the configs it moves to another variant (a split that helps one
+    config is not diluted by the configs that keep their code). Only configs in `features`
+    count; a variant serves only configs where it was measured correct. A challenger is
+    credited with its interval's lower bound and the incumbent with its median: picking the
+    best of many noisy per-config readings would otherwise find regimes between variants
+    that behave the same (the winner's curse)."""
     configs = sorted(features)
     by_id = {v.variant_id: v for v in variants}
     if not configs or incumbent not in by_id:
@@ -112,7 +130,13 @@ def plan_dispatch(
     predicted = {c: by_id[assignment[c]].scores[c] for c in configs}
     pessimistic = {c: grower.credit(assignment[c], c) for c in configs}
     base = grower.geomean({c: by_id[incumbent].scores[c] for c in configs})
-    if grower.geomean(pessimistic) <= base * (1.0 + settings.noise_floor):
+    # Scoped: the configs the plan moves off the incumbent must gain beyond their floors;
+    # the others keep the incumbent's code and neither help nor dilute.
+    moved = [c for c in configs if assignment[c] != incumbent]
+    gain = sum(
+        grower.weight(c) * math.log(pessimistic[c] / by_id[incumbent].scores[c]) for c in moved
+    )
+    if not moved or gain <= grower.required(moved):
         return None
     used = sorted(set(assignment.values()), key=lambda v: (v != incumbent, v))
     return DispatchPlan(
@@ -120,6 +144,7 @@ def plan_dispatch(
         variants=used,
         assignment=assignment,
         predicted=predicted,
+        pessimistic=pessimistic,
         predicted_objective=grower.geomean(predicted),
         pessimistic_objective=grower.geomean(pessimistic),
         incumbent_objective=base,
@@ -150,13 +175,16 @@ class _Grower:
     ) -> None:
         self.features, self.variants, self.incumbent = features, variants, incumbent
         self.settings = settings
-        self.total_weight = sum(self.weight(c) for c in features)
-        # A split must move the whole objective by more than the noise floor.
-        self.min_gain = self.total_weight * math.log1p(settings.noise_floor)
+        self.floors = {c: settings.floor_of(c) for c in features}
+        self.whole = whole_objective_floor(features, settings.weights, settings.noise_floor)
         self.names = sorted({name for point in features.values() for name in point})
 
     def weight(self, config: str) -> float:
         return self.settings.weights.get(config, 1.0)
+
+    def required(self, configs: Sequence[str]) -> float:
+        """The log-gain a change of variant on these configs must bring: their floors."""
+        return required_log_gain(configs, self.settings.weights, self.floors, self.whole)
 
     def geomean(self, scores: Mapping[str, float]) -> float:
         total = sum(self.weight(c) for c in scores)
@@ -201,17 +229,27 @@ class _Grower:
     def _best_split(
         self, configs: Sequence[str], unsplit: float
     ) -> tuple[str, float, list[str], list[str]] | None:
+        # A split must gain more than the floors of the configs whose variant it changes
+        # (the rest keep the unsplit leaf's code); of those that do, the largest net gain wins.
+        kept = self.best_leaf(configs)[0].variant_id
         best: tuple[str, float, list[str], list[str]] | None = None
-        best_value = unsplit + self.min_gain
+        best_net = 0.0
         for name in self.names:
             values = sorted({self.features[c][name] for c in configs})
             for low, high in itertools.pairwise(values):
                 threshold = _midpoint(low, high)
                 below = [c for c in configs if self.features[c][name] < threshold]
                 above = [c for c in configs if self.features[c][name] >= threshold]
-                value = self.best_leaf(below)[1] + self.best_leaf(above)[1]
-                if value > best_value + 1e-12:
-                    best, best_value = (name, threshold, below, above), value
+                (below_leaf, below_value), (above_leaf, above_value) = (
+                    self.best_leaf(below),
+                    self.best_leaf(above),
+                )
+                moved = [c for c in below if below_leaf.variant_id != kept] + [
+                    c for c in above if above_leaf.variant_id != kept
+                ]
+                net = below_value + above_value - unsplit - self.required(moved)
+                if moved and net > best_net + 1e-12:
+                    best, best_net = (name, threshold, below, above), net
         return best
 
 

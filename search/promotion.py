@@ -71,6 +71,16 @@ class VerdictEvidence(BaseModel):
         default=False,
         description="Measured under contention or throttling: never promotes, never a success.",
     )
+    parent_floor: float | None = Field(
+        default=None,
+        description="The floor vs_parent must clear when it covers only the configs the change "
+        "reaches (search/scope.py); None: the run's floor.",
+    )
+    frontier_floor: float | None = Field(
+        default=None,
+        description="The same for vs_frontier (and for vs_parent when the parent is the "
+        "frontier and vs_frontier is None).",
+    )
 
 
 class Decision(BaseModel):
@@ -190,14 +200,19 @@ def decide_verdict(evidence: VerdictEvidence, noise_floor: float) -> Decision:
             reason="the measurement was tainted by contention or throttling; it cannot promote",
         )
     parent = evidence.vs_parent
-    success = parent is not None and classify_change(parent, noise_floor) is Change.FASTER
+    frontier_floor = max(noise_floor, evidence.frontier_floor or 0.0)
+    if evidence.vs_frontier is None:
+        parent_floor = frontier_floor  # the parent is the frontier: one comparison, one floor
+    else:
+        parent_floor = max(noise_floor, evidence.parent_floor or 0.0)
+    success = parent is not None and classify_change(parent, parent_floor) is Change.FASTER
     if evidence.vs_frontier is not None:
-        verdict, reason = _judge_frontier(evidence.vs_frontier, "frontier", noise_floor)
+        verdict, reason = _judge_frontier(evidence.vs_frontier, "frontier", frontier_floor)
         if parent is not None:
             verdict_word = "clearly faster" if success else "not clearly faster"
             reason += f"; {parent.describe()} vs parent is {verdict_word}"
     elif parent is not None:
-        verdict, reason = _judge_frontier(parent, "parent (the frontier)", noise_floor)
+        verdict, reason = _judge_frontier(parent, "parent (the frontier)", frontier_floor)
     else:
         verdict = Verdict.INCONCLUSIVE
         reason = "candidate is correct but has no timing estimate against its parent or frontier"

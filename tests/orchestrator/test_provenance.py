@@ -94,3 +94,23 @@ def test_a_gain_is_the_sweeps_paired_ratio_and_a_composition_is_named() -> None:
     state.frontier_sha = child.sha
     (gain,) = frontier_gains(state)
     assert gain.gain == 1.04 and gain.origin is GainOrigin.SEARCH_COMPOSITION
+
+
+def test_a_scoped_gain_names_the_configs_it_was_read_on() -> None:
+    state = SearchState()
+    seed = _candidate("s", None, 0, "seed", 20.0)
+    child = _candidate("w", "s", 1, "offline", 20.24)
+    child.details = {
+        "vs_parent": {"median": 1.012, "ci_low": 1.008, "ci_high": 1.016},
+        "scope": ["8"],
+        "scope_vs_parent": {"median": 1.17, "ci_low": 1.15, "ci_high": 1.19},
+    }
+    state.candidates = {c.sha: c for c in (seed, child)}
+    state.frontier_sha = child.sha
+    (gain,) = frontier_gains(state)
+    assert (gain.gain, gain.scope, gain.scoped_gain) == (1.012, ["8"], 1.17)
+    line = format_gains([gain])[1]
+    assert "1.012x" in line and "1.170x on configs 8 (all it changed)" in line
+    seed_only = _candidate("v", "s", 1, "offline", 21.0)  # unscoped: no such words
+    state.candidates[seed_only.sha], state.frontier_sha = seed_only, seed_only.sha
+    assert "on configs" not in format_gains(frontier_gains(state))[1]

@@ -82,13 +82,43 @@ def test_one_variant_best_everywhere_is_no_composition() -> None:
 
 
 def test_weights_decide_which_regime_matters() -> None:
-    inc = variant("inc", narrow=1.0, mid=2.0, wide=2.0, big_batch=2.0)
-    narrow = variant("narrowwin", narrow=1.05, mid=0.5, wide=0.5, big_batch=0.5)
-    plain = plan_dispatch(FEATURES, [inc, narrow], "inc", SETTINGS)
-    assert plain is None  # 5% on one config of four moves the geomean by 1.2%: under 2%
+    # Two configs of the same sizes (no split separates them): the challenger gains 5% on one
+    # and loses 3% on the other; only a weight on the first makes the trade worth a regime.
+    features = {**FEATURES, "narrow-b": dict(FEATURES["narrow"])}
+    inc = variant("inc", narrow=1.0, narrow_b=1.0, mid=2.0, wide=2.0, big_batch=2.0)
+    narrow = variant("narrowwin", narrow=1.05, narrow_b=0.97, mid=0.5, wide=0.5, big_batch=0.5)
+    assert plan_dispatch(features, [inc, narrow], "inc", SETTINGS) is None
     weighted = CompositionSettings(noise_floor=0.02, weights={"narrow": 10.0})
-    plan = plan_dispatch(FEATURES, [inc, narrow], "inc", weighted)
+    plan = plan_dispatch(features, [inc, narrow], "inc", weighted)
     assert plan is not None and plan.assignment["narrow"] == "narrowwin"
+
+
+def test_a_gain_on_one_config_is_not_diluted_by_the_configs_that_keep_their_code() -> None:
+    # Run 16 on the H200: the torch path's fp16 GEMMs ran config 8 (the one wide model) 17%
+    # faster than the frontier; over 13 configs that is 1.2% of geomean, which the old rule
+    # (the whole objective past the floor) refused. The configs the plan leaves on the
+    # incumbent run the incumbent's code: only the moved config's gain and floor count.
+    features = {f"c{i}": {"width": 128.0, "batch": float(2**i)} for i in range(12)}
+    features["wide"] = {"width": 1024.0, "batch": 64.0}
+    inc = RegimeVariant(variant_id="inc", scores={c: 20.0 for c in features} | {"wide": 1.31})
+    fp16 = RegimeVariant(
+        variant_id="fp16",
+        scores={c: 19.0 for c in features} | {"wide": 1.535},
+        lows={c: 18.9 for c in features} | {"wide": 1.50},
+    )
+    plan = plan_dispatch(features, [inc, fp16], "inc", CompositionSettings(noise_floor=0.01))
+    assert plan is not None
+    assert plan.assignment == {c: "inc" for c in features} | {"wide": "fp16"}
+    assert plan.predicted_gain < 1.0 + 0.0125  # what the old whole-objective rule refused
+    # The moved config's own A/A floor is what it must clear: 15% noise there refuses it
+    # (unless the whole objective clears its floor: at 1.1% it does not).
+    noisy = CompositionSettings(noise_floor=0.011, config_floors={"wide": 0.15})
+    assert plan_dispatch(features, [inc, fp16], "inc", noisy) is None
+    # A noisy device still composes what moves the whole objective past its floor.
+    big = fp16.model_copy(
+        update={"scores": fp16.scores | {"wide": 3.0}, "lows": fp16.lows | {"wide": 2.9}}
+    )
+    assert plan_dispatch(features, [inc, big], "inc", noisy) is not None
 
 
 def test_depth_is_bounded() -> None:

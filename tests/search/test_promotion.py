@@ -146,6 +146,29 @@ def test_frontier_estimate_without_parent_estimate_is_a_success_when_promoted() 
     assert (unclear.verdict, unclear.success) == (Verdict.INCONCLUSIVE, False)
 
 
+def test_a_scoped_comparison_clears_its_own_floor_never_less_than_the_runs() -> None:
+    # 3% on the one config a change reaches: promoted at the run's 1%, not at that config's
+    # own 4% A/A excursion; a scoped floor below the run's is raised to it.
+    gain = ratio(1.02, 1.03, 1.04)
+    assert decide_verdict(evidence(gain, None), FLOOR).verdict is Verdict.PROMOTED
+    noisy = VerdictEvidence(correct=True, vs_parent=gain, vs_frontier=None, frontier_floor=0.04)
+    assert decide_verdict(noisy, FLOOR).verdict is Verdict.REJECTED
+    quiet = VerdictEvidence(
+        correct=True, vs_parent=ratio(1.005, 1.008, 1.012), vs_frontier=None, frontier_floor=0.0
+    )
+    assert decide_verdict(quiet, FLOOR).verdict is Verdict.INCONCLUSIVE
+    # With a frontier arm, each comparison clears its own floor: the parent's decides success.
+    both = VerdictEvidence(
+        correct=True,
+        vs_parent=gain,
+        vs_frontier=ratio(1.02, 1.03, 1.04),
+        parent_floor=0.04,
+        frontier_floor=0.01,
+    )
+    decision = decide_verdict(both, FLOOR)
+    assert decision.verdict is Verdict.PROMOTED and "not clearly faster" in decision.reason
+
+
 def test_correct_without_any_timing_is_inconclusive() -> None:
     decision = decide_verdict(evidence(None, None), FLOOR)
     assert decision.verdict is Verdict.INCONCLUSIVE
