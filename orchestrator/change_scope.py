@@ -60,10 +60,9 @@ def per_config_estimates(result: EvaluationResult, arm: str) -> dict[str, RatioE
     found = {}
     for config in result.configs:
         ratio = next((r for r in config.ratios if r.arm == "candidate" and r.other == arm), None)
-        if ratio is not None:
-            found[config.config_id] = RatioEstimate(
-                median=ratio.median, ci_low=ratio.ci_low, ci_high=ratio.ci_high
-            )
+        converted = estimate(ratio)
+        if converted is not None:
+            found[config.config_id] = converted
     return found
 
 
