@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from agents.tunables import BLOCK_END as TUNABLES_END
 from agents.tunables import BLOCK_START as TUNABLES_START
 from agents.tunables import TunablesError
-from kernels.source_ast import parse_python
+from kernels.source_ast import parse_shared
 
 BLOCK_START = "# --- ratchet:dispatch"
 BLOCK_END = "# --- end ratchet:dispatch ---"
@@ -48,7 +48,7 @@ def has_dispatch_block(source: str) -> bool:
 
 def read_regimes(source: str) -> dict[str, dict[str, str]]:
     """The REGIMES dict of a candidate ({} when it dispatches nowhere)."""
-    tree = parse_python(source)
+    tree = parse_shared(source)
     for node in tree.body:
         if isinstance(node, ast.AnnAssign):
             targets: list[ast.expr] = [node.target]

@@ -15,7 +15,7 @@ from collections.abc import Collection, Mapping
 from agents.dispatch import SIZES_ARG, RegimeBranch, read_regimes
 from agents.mutation import SearchSpace
 from agents.tunables import TunablesError, read_requirements, read_space, read_tunables
-from kernels.source_ast import parse_python
+from kernels.source_ast import parse_shared
 
 DEFAULT_REGIME = "TUNABLES"
 _FUNCTION = "choose_regime"
@@ -64,7 +64,7 @@ def _branch(body: list[ast.stmt]) -> RegimeBranch | str | None:
 def read_dispatch_tree(source: str) -> RegimeBranch | str | None:
     """choose_regime as a tree (a leaf is a REGIMES name, or None for TUNABLES); a
     TunablesError when it is missing or written in any other form."""
-    for node in parse_python(source).body:
+    for node in parse_shared(source).body:
         if isinstance(node, ast.FunctionDef) and node.name == _FUNCTION:
             body = [s for s in node.body if not _is_docstring(s)]
             if not body:
@@ -203,7 +203,7 @@ def changed_configs(
 def write_regime(source: str, name: str, tunables: Mapping[str, str], parent_sha: str) -> str:
     """The source with REGIMES[name] replaced by these settings (the rest byte for byte);
     its provenance comment says which candidate's regime it was changed from."""
-    for node in parse_python(source).body:
+    for node in parse_shared(source).body:
         if not isinstance(node, ast.Assign | ast.AnnAssign) or not isinstance(node.value, ast.Dict):
             continue
         targets = node.targets if isinstance(node, ast.Assign) else [node.target]

@@ -6,7 +6,7 @@ import ast
 import json
 from typing import Any
 
-from kernels.source_ast import parse_python
+from kernels.source_ast import parse_shared
 
 BLOCK_START = "# --- ratchet:tunables"
 BLOCK_END = "# --- end ratchet:tunables ---"
@@ -17,7 +17,7 @@ class TunablesError(ValueError):
 
 
 def _literal(source: str, name: str) -> object:
-    tree = parse_python(source)
+    tree = parse_shared(source)
     for node in tree.body:
         if isinstance(node, ast.Assign) and any(
             isinstance(t, ast.Name) and t.id == name for t in node.targets

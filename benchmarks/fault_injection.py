@@ -22,6 +22,7 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,6 +32,9 @@ sys.path.insert(0, str(CODE_ROOT))
 from ledger import Ledger  # noqa: E402
 from orchestrator.events import EvaluationSummary  # noqa: E402
 from orchestrator.state import derive_state  # noqa: E402
+
+# Probes that only read a finished run dir (or fail before touching one) run this many at once.
+PROBE_WORKERS = max(2, min(4, os.cpu_count() or 2))
 
 CONFIG = """
 [ratchet]
@@ -219,37 +223,38 @@ def _rewrite(db: sqlite3.Connection) -> None:
 
 def tampering(session: Session, source: Path) -> list[Probe]:
     """Copies of a finished run dir, each tampered one way; verify, status, export must see it."""
-    probes: list[Probe] = []
     cases: list[tuple[str, Callable[[Path], object]]] = [
         ("last entries deleted, triggers dropped and restored", lambda p: _sqlite(p, _truncate)),
         ("an entry edited, later hashes recomputed", lambda p: _sqlite(p, _rewrite)),
         ("a page in the middle overwritten", _corrupt_page),
         ("ledger truncated to zero bytes", lambda p: p.write_bytes(b"")),
     ]
-    for fault, tamper in cases:
-        run_dir = session.root / f"tampered-{len(probes)}"
-        shutil.copytree(source, run_dir)
-        try:
-            tamper(run_dir / "ledger.sqlite")
-        except Exception as exc:  # a tamper the schema changed under: report, do not crash
-            probes.append(Probe("tamper", fault, "refused", f"tamper failed: {exc}", False))
-            continue
-        verify = session.cli("ledger", "verify", "--run-dir", str(run_dir))
-        status = session.cli("status", "--run-dir", str(run_dir))
-        export = session.cli("export", "--run-dir", str(run_dir), "--out", str(run_dir / "x"))
-        detected = verify.returncode != 0 and export.returncode != 0
-        warned = status.returncode != 0 or "verify" in status.stdout + status.stderr
-        clean = all(_clean(d) for d in (verify, status, export))
-        observed = (
-            f"verify exit {verify.returncode} ({_first_line(verify)}); status exit "
-            f"{status.returncode}; export exit {export.returncode}"
-        )
-        probes.append(
-            Probe(
-                "tamper", fault, "detected, no traceback", observed, detected and warned and clean
-            )
-        )
-    return probes
+    # Each case has a copy of its own and only reads it: they run side by side (most of a
+    # probe is the CLI's interpreter start), each judged exactly as it would be alone.
+    with ThreadPoolExecutor(max_workers=PROBE_WORKERS) as pool:
+        return list(pool.map(lambda n: _tampered(session, source, n, *cases[n]), range(len(cases))))
+
+
+def _tampered(
+    session: Session, source: Path, index: int, fault: str, tamper: Callable[[Path], object]
+) -> Probe:
+    run_dir = session.root / f"tampered-{index}"
+    shutil.copytree(source, run_dir)
+    try:
+        tamper(run_dir / "ledger.sqlite")
+    except Exception as exc:  # a tamper the schema changed under: report, do not crash
+        return Probe("tamper", fault, "refused", f"tamper failed: {exc}", False)
+    verify = session.cli("ledger", "verify", "--run-dir", str(run_dir))
+    status = session.cli("status", "--run-dir", str(run_dir))
+    export = session.cli("export", "--run-dir", str(run_dir), "--out", str(run_dir / "x"))
+    detected = verify.returncode != 0 and export.returncode != 0
+    warned = status.returncode != 0 or "verify" in status.stdout + status.stderr
+    clean = all(_clean(d) for d in (verify, status, export))
+    observed = (
+        f"verify exit {verify.returncode} ({_first_line(verify)}); status exit "
+        f"{status.returncode}; export exit {export.returncode}"
+    )
+    return Probe("tamper", fault, "detected, no traceback", observed, detected and warned and clean)
 
 
 def _corrupt_page(path: Path) -> None:
@@ -305,8 +310,18 @@ def bad_inputs(session: Session, run_dir: Path) -> list[Probe]:
     ]
     probes = []
     before = _tree_digest(run_dir)
-    for fault, args in cases:
-        done = session.cli(*args)
+    # Two lanes side by side: the probes on the finished run dir one after another (as a user
+    # would type them: none meets another's open ledger), beside those on other paths. The
+    # digest above and below brackets both lanes.
+    lanes = [
+        [case for case in cases if (str(run_dir) in case[1]) == on_run_dir]
+        for on_run_dir in (True, False)
+    ]
+    with ThreadPoolExecutor(max_workers=len(lanes)) as pool:
+        answered = pool.map(lambda lane: [(f, session.cli(*args)) for f, args in lane], lanes)
+        answers = dict(pair for lane in answered for pair in lane)
+    for fault, _ in cases:
+        done = answers[fault]
         ok = done.returncode != 0 and _clean(done) and bool(_first_line(done))
         probes.append(
             Probe(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Callable
 from types import CodeType
 from typing import TypeVar
@@ -31,6 +32,20 @@ def retry_ast_race(convert: Callable[[], T]) -> T:
 def parse_python(text: str, filename: str = "<unknown>") -> ast.Module:
     """ast.parse, immune to the cross-thread converter race."""
     return retry_ast_race(lambda: ast.parse(text, filename=filename))
+
+
+# A candidate's blocks (TUNABLES, TUNABLE_SPACE, REGIMES, choose_regime) are read a few dozen
+# times per expansion, each read a fresh parse of the same text (~35 ms for track3's seed): the
+# offline operator spent most of its time parsing. A handful of texts is enough (a parent, its
+# child, and the source being rewritten); trees of a large candidate are megabytes each.
+SHARED_TREES = 8
+
+
+@functools.lru_cache(maxsize=SHARED_TREES)
+def parse_shared(text: str) -> ast.Module:
+    """parse_python of text, one tree shared by every caller with the same text: read it,
+    never change it (a change would show up in every later reader's tree)."""
+    return parse_python(text)
 
 
 def compile_expression(node: ast.expr, filename: str) -> CodeType:

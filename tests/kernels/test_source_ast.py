@@ -12,6 +12,7 @@ from kernels.source_ast import (
     RACE_MESSAGE,
     compile_expression,
     parse_python,
+    parse_shared,
     retry_ast_race,
 )
 
@@ -66,3 +67,15 @@ def test_helpers_match_the_builtins_under_threads() -> None:
     with ThreadPoolExecutor(max_workers=4) as pool:
         results = list(pool.map(both, range(40)))
     assert results == [(expected, 9)] * 40
+
+
+def test_a_shared_parse_is_the_parse_and_is_made_once_per_text() -> None:
+    source = "TUNABLES = {'a': '1'}\n"
+    tree = parse_shared(source)
+    assert ast.dump(tree) == ast.dump(ast.parse(source))
+    assert parse_shared(source) is tree  # the readers share it: none of them may change it
+    assert parse_shared(source + "B = 2\n") is not tree
+    with pytest.raises(SyntaxError):  # an error is raised every time, never remembered as a tree
+        parse_shared("def (:")
+    with pytest.raises(SyntaxError):
+        parse_shared("def (:")

@@ -12,6 +12,8 @@ from kernels.registry import resolve_workload
 from ledger import Ledger
 from orchestrator import service
 from orchestrator.device_cache import floor_key, load_floor
+from orchestrator.run_dir import hold_run_dir
+from orchestrator.settings import Settings
 from orchestrator.state import derive_state
 from tests.orchestrator.conftest import ListReporter, fast_settings
 
@@ -21,25 +23,31 @@ def _floor_event(run_dir: Path) -> dict[str, object]:
         return derive_state(ledger).noise_floors["cpu"]
 
 
+def _start_run(settings: Settings) -> list[str]:
+    """A run's start, as `ratchet run` makes it: the run dir, the seed, the device's trust and
+    its noise floor (measured or reused). What follows (the seed's judge, the steps) never
+    reads or writes the floor's cache, so it is left out; the reporter's lines come back."""
+    reporter = ListReporter()
+    with hold_run_dir(settings.run_dir.resolve()):
+        service.prepare_run(settings, reporter).ctx.ledger.close()
+    return reporter.lines
+
+
 @pytest.mark.slow
 def test_a_second_run_on_the_same_device_reuses_the_noise_floor(tmp_path: Path) -> None:
     first, second, third = (tmp_path / name for name in ("first", "second", "third"))
     lock_dir = tmp_path / "locks"
-    one = ListReporter()
-    service.run_search(fast_settings(first, max_candidates=1, lock_dir=lock_dir), one)
-    assert any("calibrating the noise floor" in line for line in one.lines)
-    two = ListReporter()
-    service.run_search(fast_settings(second, max_candidates=1, lock_dir=lock_dir), two)
-    assert not any("calibrating the noise floor" in line for line in two.lines), two.lines
-    assert any(f"reused from {first.resolve()}" in line for line in two.lines), two.lines
+    one = _start_run(fast_settings(first, lock_dir=lock_dir))
+    assert any("calibrating the noise floor" in line for line in one)
+    two = _start_run(fast_settings(second, lock_dir=lock_dir))
+    assert not any("calibrating the noise floor" in line for line in two), two
+    assert any(f"reused from {first.resolve()}" in line for line in two), two
     assert not (second / "evals" / "calibration").exists()  # no A/A judge ran
     measured, reused = _floor_event(first), _floor_event(second)
     assert reused["floor"] == measured["floor"] and reused["reused_from"] == str(first.resolve())
     # Turned off, every run calibrates.
-    three = ListReporter()
-    settings = fast_settings(third, max_candidates=1, lock_dir=lock_dir, reuse_noise_floor=False)
-    service.run_search(settings, three)
-    assert any("calibrating the noise floor" in line for line in three.lines)
+    three = _start_run(fast_settings(third, lock_dir=lock_dir, reuse_noise_floor=False))
+    assert any("calibrating the noise floor" in line for line in three)
 
 
 def test_the_cache_key_changes_with_what_the_floor_depends_on(tmp_path: Path) -> None:
