@@ -313,15 +313,16 @@ def bad_inputs(session: Session, run_dir: Path) -> list[Probe]:
     # Two lanes side by side: the probes on the finished run dir one after another (as a user
     # would type them: none meets another's open ledger), beside those on other paths. The
     # digest above and below brackets both lanes.
+    # Answers are kept by the case's index: two cases named alike must not share one answer.
     lanes = [
-        [case for case in cases if (str(run_dir) in case[1]) == on_run_dir]
+        [i for i, (_, args) in enumerate(cases) if (str(run_dir) in args) == on_run_dir]
         for on_run_dir in (True, False)
     ]
     with ThreadPoolExecutor(max_workers=len(lanes)) as pool:
-        answered = pool.map(lambda lane: [(f, session.cli(*args)) for f, args in lane], lanes)
+        answered = pool.map(lambda lane: [(i, session.cli(*cases[i][1])) for i in lane], lanes)
         answers = dict(pair for lane in answered for pair in lane)
-    for fault, _ in cases:
-        done = answers[fault]
+    for index, (fault, _) in enumerate(cases):
+        done = answers[index]
         ok = done.returncode != 0 and _clean(done) and bool(_first_line(done))
         probes.append(
             Probe(
