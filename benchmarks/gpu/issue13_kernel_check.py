@@ -4,7 +4,7 @@ Each variant of the seed (fused Triton layers + CUDA graph, then one schedule tu
 is checked on the official trials plus padded and rescaled ones, and timed under the organizer
 protocol beside the eager reference. A check of the kernels, not a search result: nothing here
 sets a prior or a default. Usage: python benchmarks/gpu/issue13_kernel_check.py OUT.md [CONFIGS
-[schedule|weight-loads|precision|torch-path]] (the variant set; schedule by default)
+[schedule|heads|weight-loads|precision|torch-path]] (the variant set; schedule by default)
 """
 
 from __future__ import annotations
@@ -72,8 +72,17 @@ TORCH_PATH_VARIANTS = {
         "attention": "sdpa",
     },
 }
+# The fused attention's heads all in one score tile (today's) or one after another
+# (fused_heads=looped), at the auto schedule and at other row blocks.
+HEAD_VARIANTS = {
+    "heads batched": {},
+    "heads looped": {"fused_heads": "looped"},
+    "heads looped, rows 32": {"fused_heads": "looped", "fused_rows": "32"},
+    "heads looped, rows 128": {"fused_heads": "looped", "fused_rows": "128"},
+}
 VARIANT_SETS = {
     "schedule": VARIANTS,
+    "heads": HEAD_VARIANTS,
     "torch-path": TORCH_PATH_VARIANTS,
     "weight-loads": WEIGHT_LOAD_VARIANTS,
     "precision": PRECISION_VARIANTS,

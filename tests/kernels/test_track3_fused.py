@@ -564,3 +564,41 @@ def test_compiled_normalized_softmax_passes_the_gate_on_cuda(config_id: str) -> 
     # One pass or two, the same normalized probabilities: equal up to fp32 sum order.
     assert torch.allclose(outs["normalized", "64"], outs["normalized", "128"], atol=1e-3)
     assert torch.equal(outs["normalized", "auto"], outs["normalized", "128"])  # auto: one pass
+
+
+LOOPED_SCRIPT = script_comparing("fused_heads", "batched", "max_abs_vs_batched")
+LOOPED = {"fused_heads": "looped"}
+
+
+def test_looped_heads_compute_what_batched_heads_compute() -> None:
+    # One head after another: 3 heads padded to 4 with a partial row block and padding, 16
+    # heads of width 8 in blocks of 16 keys, the normalized softmax, and the split boundary.
+    # Per-head out_proj sums in another order than one GEMM over every head: equal to rounding.
+    odd = {"batch_size": 2, "seq_len": 40, "d_model": 96, "num_heads": 3, "ffn_dim": 80}
+    cases: list[Case] = [
+        ("cpu-5", "fp32", 0.5, "auto", {**odd, "num_layers": 2}, LOOPED),
+        ("cpu-3", "fp32", 0.0, "16", {}, {**LOOPED, "fused_keys": "16"}),
+        ("cpu-1", "fp32", 0.25, "32", {}, {**LOOPED, "fused_softmax": "normalized"}),
+        ("cpu-2", "fp32", 0.0, "auto", {}, {**LOOPED, **SPLIT, **IEEE_EVERYWHERE}),
+    ]
+    rows = run_interpreted(cases, LOOPED_SCRIPT)
+    for case, row in zip(cases, rows, strict=True):
+        assert row["fits"] and row["failed"] == 0, (case, row)
+        assert row["padded_rows_zero"] in (None, True), case
+        assert cast(float, row["max_abs_vs_batched"]) < 2e-3, (case, row)
+
+
+@pytest.mark.parametrize(
+    "broken",
+    [
+        ("vec + 2 * D + c0", "vec + 2 * D"),  # every head's query takes head 0's bias
+        ("for head in range(H_PAD):", "for head in range(H_PAD - 1):"),  # the last head dropped
+    ],
+    ids=["query-bias", "last-head"],
+)
+def test_broken_looped_heads_fail_the_gate(tmp_path: Path, broken: tuple[str, str]) -> None:
+    # Can the comparison fail? The looped branch alone broken must not pass.
+    script = broken_seed_script(tmp_path, *broken, path="fused_ops.py")
+    case: Case = ("cpu-1", "fp32", 0.0, "auto", {}, LOOPED)
+    rows = run_interpreted([case], script)
+    assert rows[0]["fits"] and rows[0]["failed"] > 0  # type: ignore[operator]

@@ -1,14 +1,10 @@
 """Track3 candidate: the reference arithmetic behind declared, composable tunables.
 
 A drop-in for the organizer's ``UserOptimizedTransformer`` (same constructor and parameter
-names, strict ``load_state_dict`` works, ``forward(x, valid_token_mask=None)``), importing
-only torch (and triton where installed). The entry module of a package whose siblings hold the
-parts by concern: ``attention``, ``block`` (pre-LN block, FFN), ``fused_ops``,
-``fused_kernels`` and ``fused_split`` (Triton kernels), ``fused`` (their host side),
-``capture`` (CUDA graphs), ``chunking`` (memory-bounded batches), ``common`` (masking,
-caches). ``ratchet export`` bundles them into one file. The search edits the ``TUNABLES``
-block (offline expander) or the code (LLM expanders); the defaults are the reference, bit for
-bit.
+names, strict ``load_state_dict``, ``forward(x, valid_token_mask=None)``), importing only torch
+(and triton where installed). Sibling modules hold the parts by concern (attention, blocks, the
+fused Triton kernels and their host side, CUDA graphs, chunking); ``ratchet export`` bundles
+them. The search edits the ``TUNABLES`` block or the code; the defaults are the reference.
 """
 
 from __future__ import annotations
@@ -20,7 +16,7 @@ from torch import nn
 
 from .block import TransformerBlock
 from .capture import GraphCache
-from .chunking import sequences_per_chunk
+from .chunking import run_chunked, sequences_per_chunk
 from .common import DerivedCache, SettingsRead, weight_key, zero_padded
 from .fused import fused_fits, fused_packs, pack_dtype, try_fused_forward
 from .regimes import checked, select_regime
@@ -134,6 +130,12 @@ TUNABLE_SPACE = {
         "doc": "fused attention's softmax: one pass, normalized after the PV product, or each "
         "row's max and sum first, then probabilities normalized before PV (QK^T twice)",
     },
+    "fused_heads": {
+        "requires": {"fused_kernel": "triton"},
+        "values": ["batched", "looped"],
+        "doc": "fused attention's heads: all in one [heads x rows x keys] score tile, or one "
+        "after another in [rows x keys] tiles (fewer live registers, more steps)",
+    },
     "fused_weight_loads": {
         "requires": {"fused_kernel": "triton"},
         "values": ["in_order", "pipelined_2", "pipelined_3"],
@@ -178,6 +180,7 @@ TUNABLES = {
     "fused_ffn_operands": "fp16",
     "fused_weight_loads": "in_order",
     "fused_softmax": "online",
+    "fused_heads": "batched",
     "batch_chunk": "none",
     "whole_model_compile": "none",
     "graph_capture": "none",
@@ -273,13 +276,6 @@ class OptimizedTransformer(nn.Module):
         key = (tuple(x.shape), x.dtype, x.device, mask is None, self._regime)
         return self._graphs.replay(key, self._eager, x, mask)
 
-    def _chunked(self, x: torch.Tensor, mask: torch.Tensor | None, chunk: int) -> torch.Tensor:
-        out = torch.empty_like(x)
-        for start in range(0, x.shape[0], chunk):
-            rows = slice(start, start + chunk)
-            out[rows] = self._eager(x[rows], None if mask is None else mask[rows])
-        return out
-
     def forward(
         self, x: torch.Tensor, valid_token_mask: torch.Tensor | None = None
     ) -> torch.Tensor:
@@ -290,7 +286,7 @@ class OptimizedTransformer(nn.Module):
         select_regime(self, x, choose_regime)
         chunk = sequences_per_chunk(self, x)
         if chunk is not None:  # memory-bounded: whole model per group of sequences, no graph
-            return self._chunked(x, valid_token_mask, chunk)
+            return run_chunked(self._eager, x, valid_token_mask, chunk)
         graphed = self.tunables["graph_capture"] == "cuda_graph"
         if graphed and x.is_cuda and not torch.is_grad_enabled():
             return self._graphed(x, valid_token_mask)

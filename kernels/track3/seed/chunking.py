@@ -68,3 +68,12 @@ def explicit_scores_exceed(device: torch.device, heads: int, seq: int, batch: in
         return False
     total = torch.cuda.get_device_properties(device).total_memory
     return 12 * batch * heads * seq * seq > total // 2
+
+
+def run_chunked(eager: Any, x: torch.Tensor, mask: torch.Tensor | None, chunk: int) -> torch.Tensor:
+    """eager(x, mask) over groups of `chunk` sequences, into one output."""
+    out = torch.empty_like(x)
+    for start in range(0, x.shape[0], chunk):
+        rows = slice(start, start + chunk)
+        out[rows] = eager(x[rows], None if mask is None else mask[rows])
+    return out

@@ -45,6 +45,9 @@ OPERAND_MODES = {"fp16": 0, "fp32_ieee": 1, "tf32x3": 2}
 WEIGHT_LOADS = {"in_order": 0, "pipelined_2": 2, "pipelined_3": 3}
 # fused_softmax -> the kernels' NORM: 0 online (one pass), 1 normalized before the PV product.
 SOFTMAX = {"online": 0, "normalized": 1}
+# fused_heads -> the kernels' LOOP: 0 every head in one [heads x rows x keys] tile, 1 one head
+# after another in [rows x keys] tiles.
+HEAD_TILES = {"batched": 0, "looped": 1}
 
 
 def operand_modes(tunables: SettingsRead | dict[str, str]) -> dict[str, int]:
@@ -107,19 +110,19 @@ def _chosen(tunable: str, automatic: int, most: int) -> int:
     return automatic if tunable == "auto" else max(MIN_TILE, min(int(tunable), most))
 
 
-def block_rows(model: Any, x: torch.Tensor, heads_pad: int) -> int:
+def block_rows(model: Any, x: torch.Tensor, tile_heads: int) -> int:
     """Rows per program: as many as the registers allow, fewer when that would leave SMs idle
     (dispatch on the input's size and the device's SM count, never on configuration ids)."""
     batch, seq, width = x.shape
     chosen = model.tunables["fused_rows"]
     # Score tiles [heads x rows x keys] of at most SCORE_TILE values with >= 16 keys.
-    most = max(16, min(128 if width <= 128 else 32, SCORE_TILE // (16 * heads_pad)))
+    most = max(16, min(128 if width <= 128 else 32, SCORE_TILE // (16 * tile_heads)))
     if chosen != "auto":
         return min(int(chosen), most)
     rows = min(most, 64, max(16, _next_pow2(seq)))
     # The normalized softmax computes QK^T twice unless one key block holds a row block's
     # whole causal range: auto then keeps rows few enough for such a block to fit.
-    covering = SCORE_TILE // (heads_pad * _next_pow2(seq))
+    covering = SCORE_TILE // (tile_heads * _next_pow2(seq))
     if model.tunables["fused_softmax"] == "normalized" and covering >= MIN_TILE:
         rows = min(rows, covering)
     sms = torch.cuda.get_device_properties(x.device).multi_processor_count if x.is_cuda else 1
@@ -135,11 +138,13 @@ def fused_meta(model: Any, x: torch.Tensor) -> dict[str, Any]:
     heads, ffn = first.attention.num_heads, first.ffn_in.out_features
     heads_pad, head_pad = _next_pow2(heads), max(16, _next_pow2(width // heads))
     width_pad = max(16, _next_pow2(width))
-    rows = block_rows(model, x, heads_pad)
     tunables = model.tunables
+    # A score tile holds every head's scores, or (looped heads) one head's.
+    tile_heads = 1 if tunables["fused_heads"] == "looped" else heads_pad
+    rows = block_rows(model, x, tile_heads)
     # auto: Triton's defaults (4 warps; the launcher's stages).
     warps = 4 if tunables["fused_warps"] == "auto" else int(tunables["fused_warps"])
-    keys_most = max(MIN_TILE, min(_next_pow2(seq), SCORE_TILE // (heads_pad * rows)))
+    keys_most = max(MIN_TILE, min(_next_pow2(seq), SCORE_TILE // (tile_heads * rows)))
     keys_auto = min(64, keys_most)
     if tunables["fused_softmax"] == "normalized" and keys_most >= _next_pow2(seq):
         keys_auto = keys_most  # every key in one block: the normalized softmax in one pass
@@ -162,6 +167,7 @@ def fused_meta(model: Any, x: torch.Tensor) -> dict[str, Any]:
         "operands": operand_modes(tunables),
         "pipe": WEIGHT_LOADS[tunables["fused_weight_loads"]],
         "norm": SOFTMAX[tunables["fused_softmax"]],
+        "loop": HEAD_TILES[tunables["fused_heads"]],
         "scale": (width // heads) ** -0.5,
         "eps": first.norm1.eps,
     }
@@ -237,6 +243,7 @@ def fused_forward(
             eps=meta["eps"],
             PIPE=meta["pipe"],
             NORM=meta["norm"],
+            LOOP=meta["loop"],
             **operands,
             **launch,
             **shape,

@@ -156,6 +156,7 @@ if HAVE_TRITON:
         PREC_FFN: tl.constexpr,
         PIPE: tl.constexpr,
         NORM: tl.constexpr,
+        LOOP: tl.constexpr,
     ):
         """One pre-LN block for BM rows of one sequence, then either the next layer's K/V of
         these rows or (after the last layer) the final LayerNorm.
@@ -193,6 +194,7 @@ if HAVE_TRITON:
             PREC_QKV,
             PREC_ATT,
             NORM,
+            LOOP,
         )
         b_o = tl.load(vec + 2 * D + 3 * HP + cols, mask=cols < D, other=0.0)
         x = x + tl.where(valid[:, None], attn + b_o[None, :], 0.0)

@@ -115,6 +115,72 @@ if HAVE_TRITON:
         return m_i, l_i, ctx
 
     @triton.jit
+    def _head_keys(
+        q, kvh, ds, rows, n0, S, scale, BN: tl.constexpr, DH_PAD: tl.constexpr, PREC: tl.constexpr
+    ):
+        """One head's causal scores [rows x keys] against keys n0..n0+BN, and their values."""
+        keys = n0 + tl.arange(0, BN)
+        at = kvh + keys[:, None] * DH_PAD + ds[None, :]
+        k = tl.load(at, mask=(keys < S)[:, None], other=0.0)
+        v = tl.load(at + S * DH_PAD, mask=(keys < S)[:, None], other=0.0)
+        s = _dot(q, tl.trans(k), PREC) * scale
+        seen = (keys[None, :] <= rows[:, None]) & (keys[None, :] < S)
+        return tl.where(seen, s, -float("inf")), v
+
+    @triton.jit
+    def _head_rows(
+        h,
+        kv_ptr,
+        mat,
+        vec,
+        head,
+        rows,
+        m0,
+        S,
+        scale,
+        D: tl.constexpr,
+        H_PAD: tl.constexpr,
+        DH_PAD: tl.constexpr,
+        D_PAD: tl.constexpr,
+        BM: tl.constexpr,
+        BN: tl.constexpr,
+        PREC_QKV: tl.constexpr,
+        PREC_ATT: tl.constexpr,
+        NORM: tl.constexpr,
+    ):
+        """One head of _attention_rows in [rows x keys] tiles: its query projection, causal
+        softmax (online, or NORM 1 normalized before PV from a first pass for max and sum) and
+        its share of out_proj, ctx_head @ W_o[:, head]^T."""
+        HP: tl.constexpr = H_PAD * DH_PAD
+        c0 = head * DH_PAD
+        q = _linear(h, mat + c0 * D, vec + 2 * D + c0, DH_PAD, D, DH_PAD, D_PAD, PREC_QKV)
+        q = q.to(kv_ptr.dtype.element_ty)
+        kvh = kv_ptr + head * 2 * S * DH_PAD
+        ds = tl.arange(0, DH_PAD)
+        m_i = tl.full((BM,), float("-inf"), dtype=tl.float32)
+        l_i = tl.zeros((BM,), dtype=tl.float32)
+        ctx = tl.zeros((BM, DH_PAD), dtype=tl.float32)
+        for n0 in range(0, m0 + BM, BN):  # causal: no key beyond the block's last row
+            s, v = _head_keys(q, kvh, ds, rows, n0, S, scale, BN, DH_PAD, PREC_ATT)
+            m_new = tl.maximum(m_i, tl.max(s, axis=1))
+            p = tl.exp(s - m_new[:, None])
+            alpha = tl.exp(m_i - m_new)
+            l_i = l_i * alpha + tl.sum(p, axis=1)
+            if NORM == 0:
+                ctx = ctx * alpha[:, None] + _dot(p, v, PREC_ATT)
+            m_i = m_new
+        if NORM == 0:
+            ctx = ctx / l_i[:, None]
+        else:
+            for n0 in range(0, m0 + BM, BN):
+                s, v = _head_keys(q, kvh, ds, rows, n0, S, scale, BN, DH_PAD, PREC_ATT)
+                ctx += _dot(tl.exp(s - m_i[:, None]) / l_i[:, None], v, PREC_ATT)
+        ns = tl.arange(0, D_PAD)
+        wo = mat + 3 * HP * D + c0
+        wt = tl.load(wo + ns[None, :] * HP + ds[:, None], mask=(ns < D)[None, :], other=0.0)
+        return _dot(ctx, wt, PREC_QKV)
+
+    @triton.jit
     def _attention_rows(
         h,
         kv_ptr,
@@ -133,16 +199,26 @@ if HAVE_TRITON:
         PREC_QKV: tl.constexpr,
         PREC_ATT: tl.constexpr,
         NORM: tl.constexpr,
+        LOOP: tl.constexpr,
     ):
-        """Causal attention of these query rows over the stored K/V, all heads batched, through
-        out_proj without its bias. Padded heads and head columns carry zero weights. NORM 0
-        (fused_softmax=online): one pass, probabilities normalized after the PV product. NORM
-        1 (normalized): a first pass for each row's max and sum, then normalized
-        probabilities times V, rounded for the PV product as the reference rounds them; one
-        pass when a single key block covers the rows' causal range.
+        """Causal attention of these query rows over the stored K/V, all heads batched (LOOP 1,
+        fused_heads=looped: one head after another), through out_proj without its bias. Padded
+        heads and head columns carry zero weights. NORM 0 (fused_softmax=online): one pass,
+        probabilities normalized after the PV product. NORM 1 (normalized): a first pass for
+        each row's max and sum, then normalized probabilities times V, rounded for the PV
+        product as the reference rounds them; one pass (batched heads) when a single key block
+        covers the rows' causal range.
 
         Right padding needs no key mask: a valid query i sees keys j <= i, all valid."""
         HP: tl.constexpr = H_PAD * DH_PAD
+        if LOOP == 1:
+            out = tl.zeros((BM, D_PAD), dtype=tl.float32)
+            for head in range(H_PAD):
+                out += _head_rows(
+                    h, kv_ptr, mat, vec, head, rows, m0, S, scale, D, H_PAD, DH_PAD, D_PAD, BM,
+                    BN, PREC_QKV, PREC_ATT, NORM,
+                )  # fmt: skip
+            return out
         q = _linear(h, mat, vec + 2 * D, HP, D, HP, D_PAD, PREC_QKV).to(kv_ptr.dtype.element_ty)
         q = tl.permute(tl.reshape(q, (BM, H_PAD, DH_PAD)), (1, 0, 2))
         heads = tl.arange(0, H_PAD)[:, None, None] * 2 * S * DH_PAD
@@ -175,4 +251,4 @@ if HAVE_TRITON:
 
 
 else:  # the names exist either way; fused_kernels.kernels_runnable() says whether they run
-    _dot = _layer_norm = _linear = _attention_rows = None
+    _dot = _layer_norm = _linear = _attention_rows = _head_rows = _head_keys = None

@@ -43,6 +43,7 @@ if HAVE_TRITON:
         PREC_QKV: tl.constexpr,
         PREC_ATT: tl.constexpr,
         NORM: tl.constexpr,
+        LOOP: tl.constexpr,
     ):
         """x + out_proj(attention(LN1(x))) for BM rows of one sequence (padded rows keep x, as
         in layer_kernel), over the K/V the previous launch stored; packs as layer_kernel's."""
@@ -75,6 +76,7 @@ if HAVE_TRITON:
             PREC_QKV,
             PREC_ATT,
             NORM,
+            LOOP,
         )
         b_o = tl.load(vec + 2 * D + 3 * HP + cols, mask=cols < D, other=0.0)
         x = x + tl.where(valid[:, None], attn + b_o[None, :], 0.0)
@@ -153,6 +155,7 @@ def split_layer(meta: dict[str, Any], layer: dict[str, Any]) -> None:
         PREC_QKV=operands["PREC_QKV"],
         PREC_ATT=operands["PREC_ATT"],
         NORM=meta["norm"],
+        LOOP=meta["loop"],
         **both,
     )
     ffn_kernel[meta["grid"]](
