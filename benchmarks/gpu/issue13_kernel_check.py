@@ -15,8 +15,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch  # noqa: E402
+from replay_compare import kernel_resources  # noqa: E402
 
 from harness.gate import compare_outputs  # noqa: E402
 from harness.models import share_text  # noqa: E402
@@ -77,8 +79,12 @@ TORCH_PATH_VARIANTS = {
 HEAD_VARIANTS = {
     "heads batched": {},
     "heads looped": {"fused_heads": "looped"},
-    "heads looped, rows 32": {"fused_heads": "looped", "fused_rows": "32"},
-    "heads looped, rows 128": {"fused_heads": "looped", "fused_rows": "128"},
+    "heads looped, warps 8": {"fused_heads": "looped", "fused_warps": "8"},
+    "heads looped, rows 128, warps 8": {
+        "fused_heads": "looped",
+        "fused_rows": "128",
+        "fused_warps": "8",
+    },
 }
 VARIANT_SETS = {
     "schedule": VARIANTS,
@@ -142,6 +148,8 @@ def main() -> None:
         "| eager ms | variant ms | x eager |",
         "|---|---|---:|---:|---:|---:|---:|---:|",
     ]
+    seen: set[int] = set()
+    resources: list[str] = []
     for config_id in configs:
         for name, tunables in variants.items():
             started = time.perf_counter()
@@ -157,7 +165,9 @@ def main() -> None:
                 row = f"| {config_id} | {name} | {error} | | | | | |"
             print(row, f"({time.perf_counter() - started:.1f} s)", flush=True)
             lines.append(row)
-            out.write_text("\n".join(lines) + "\n")
+            compiled = kernel_resources("seed13.fused_kernels", seen)
+            resources += [f"- config {config_id}, {name}: {line}" for line in compiled]
+            out.write_text("\n".join([*lines, "", "Kernels compiled:", "", *resources]) + "\n")
 
 
 if __name__ == "__main__":
