@@ -75,13 +75,17 @@ TORCH_PATH_VARIANTS = {
     },
 }
 # The fused attention's heads all in one score tile (today's) or one after another
-# (fused_heads=looped, or unrolled), at the auto schedule and at 32 rows (2026-12-05, H100: 8
-# warps were slower on configs 1, 3, 6 and 10).
+# (fused_heads=looped), at the auto schedule and at other row blocks.
 HEAD_VARIANTS = {
     "heads batched": {},
     "heads looped": {"fused_heads": "looped"},
     "heads unrolled": {"fused_heads": "unrolled"},
-    "heads unrolled, rows 32": {"fused_heads": "unrolled", "fused_rows": "32"},
+    "heads looped, warps 8": {"fused_heads": "looped", "fused_warps": "8"},
+    "heads looped, rows 128, warps 8": {
+        "fused_heads": "looped",
+        "fused_rows": "128",
+        "fused_warps": "8",
+    },
 }
 VARIANT_SETS = {
     "schedule": VARIANTS,
