@@ -79,7 +79,6 @@ TORCH_PATH_VARIANTS = {
 HEAD_VARIANTS = {
     "heads batched": {},
     "heads looped": {"fused_heads": "looped"},
-    "heads unrolled": {"fused_heads": "unrolled"},
     "heads looped, warps 8": {"fused_heads": "looped", "fused_warps": "8"},
     "heads looped, rows 128, warps 8": {
         "fused_heads": "looped",

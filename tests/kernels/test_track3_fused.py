@@ -572,8 +572,7 @@ LOOPED = {"fused_heads": "looped"}
 
 def test_looped_heads_compute_what_batched_heads_compute() -> None:
     # One head after another: 3 heads padded to 4 with a partial row block and padding, 16
-    # heads of width 8 in blocks of 16 keys, the normalized softmax, the split boundary, and
-    # the loop unrolled.
+    # heads of width 8 in blocks of 16 keys, the normalized softmax, and the split boundary.
     # Per-head out_proj sums in another order than one GEMM over every head: equal to rounding.
     odd = {"batch_size": 2, "seq_len": 40, "d_model": 96, "num_heads": 3, "ffn_dim": 80}
     cases: list[Case] = [
@@ -581,7 +580,6 @@ def test_looped_heads_compute_what_batched_heads_compute() -> None:
         ("cpu-3", "fp32", 0.0, "16", {}, {**LOOPED, "fused_keys": "16"}),
         ("cpu-1", "fp32", 0.25, "32", {}, {**LOOPED, "fused_softmax": "normalized"}),
         ("cpu-2", "fp32", 0.0, "auto", {}, {**LOOPED, **SPLIT, **IEEE_EVERYWHERE}),
-        ("cpu-1", "fp32", 0.5, "auto", {}, {"fused_heads": "unrolled"}),
     ]
     rows = run_interpreted(cases, LOOPED_SCRIPT)
     for case, row in zip(cases, rows, strict=True):

@@ -132,9 +132,9 @@ TUNABLE_SPACE = {
     },
     "fused_heads": {
         "requires": {"fused_kernel": "triton"},
-        "values": ["batched", "looped", "unrolled"],
-        "doc": "fused attention's heads: one [heads x rows x keys] score tile, or one after "
-        "another in [rows x keys] tiles (fewer live registers), as a loop or unrolled",
+        "values": ["batched", "looped"],
+        "doc": "fused attention's heads: all in one [heads x rows x keys] score tile, or one "
+        "after another in [rows x keys] tiles (fewer live registers, more steps)",
     },
     "fused_weight_loads": {
         "requires": {"fused_kernel": "triton"},

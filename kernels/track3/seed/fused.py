@@ -46,8 +46,8 @@ WEIGHT_LOADS = {"in_order": 0, "pipelined_2": 2, "pipelined_3": 3}
 # fused_softmax -> the kernels' NORM: 0 online (one pass), 1 normalized before the PV product.
 SOFTMAX = {"online": 0, "normalized": 1}
 # fused_heads -> the kernels' LOOP: 0 every head in one [heads x rows x keys] tile, 1 one head
-# after another in [rows x keys] tiles, 2 that loop unrolled.
-HEAD_TILES = {"batched": 0, "looped": 1, "unrolled": 2}
+# after another in [rows x keys] tiles.
+HEAD_TILES = {"batched": 0, "looped": 1}
 
 
 def operand_modes(tunables: SettingsRead | dict[str, str]) -> dict[str, int]:
@@ -140,7 +140,7 @@ def fused_meta(model: Any, x: torch.Tensor) -> dict[str, Any]:
     width_pad = max(16, _next_pow2(width))
     tunables = model.tunables
     # A score tile holds every head's scores, or (looped heads) one head's.
-    tile_heads = heads_pad if tunables["fused_heads"] == "batched" else 1
+    tile_heads = 1 if tunables["fused_heads"] == "looped" else heads_pad
     rows = block_rows(model, x, tile_heads)
     # auto: Triton's defaults (4 warps; the launcher's stages).
     warps = 4 if tunables["fused_warps"] == "auto" else int(tunables["fused_warps"])

@@ -202,29 +202,22 @@ if HAVE_TRITON:
         LOOP: tl.constexpr,
     ):
         """Causal attention of these query rows over the stored K/V, all heads batched (LOOP 1,
-        fused_heads=looped: one head after another; 2, unrolled: that loop unrolled), through
-        out_proj without its bias. Padded heads and head columns carry zero weights. NORM 0
-        (fused_softmax=online): one pass, probabilities normalized after the PV product. NORM
-        1 (normalized): a first pass for each row's max and sum, then normalized probabilities
-        times V, rounded for the PV product as the reference rounds them; one pass (batched
-        heads) when a single key block covers the rows' causal range.
+        fused_heads=looped: one head after another), through out_proj without its bias. Padded
+        heads and head columns carry zero weights. NORM 0 (fused_softmax=online): one pass,
+        probabilities normalized after the PV product. NORM 1 (normalized): a first pass for
+        each row's max and sum, then normalized probabilities times V, rounded for the PV
+        product as the reference rounds them; one pass (batched heads) when a single key block
+        covers the rows' causal range.
 
         Right padding needs no key mask: a valid query i sees keys j <= i, all valid."""
         HP: tl.constexpr = H_PAD * DH_PAD
-        if LOOP > 0:
+        if LOOP == 1:
             out = tl.zeros((BM, D_PAD), dtype=tl.float32)
-            if LOOP == 1:
-                for head in range(H_PAD):
-                    out += _head_rows(
-                        h, kv_ptr, mat, vec, head, rows, m0, S, scale, D, H_PAD, DH_PAD, D_PAD,
-                        BM, BN, PREC_QKV, PREC_ATT, NORM,
-                    )  # fmt: skip
-            else:  # unrolled: the compiler may overlap one head's loads with another's math
-                for head in tl.static_range(H_PAD):
-                    out += _head_rows(
-                        h, kv_ptr, mat, vec, head, rows, m0, S, scale, D, H_PAD, DH_PAD, D_PAD,
-                        BM, BN, PREC_QKV, PREC_ATT, NORM,
-                    )  # fmt: skip
+            for head in range(H_PAD):
+                out += _head_rows(
+                    h, kv_ptr, mat, vec, head, rows, m0, S, scale, D, H_PAD, DH_PAD, D_PAD, BM,
+                    BN, PREC_QKV, PREC_ATT, NORM,
+                )  # fmt: skip
             return out
         q = _linear(h, mat, vec + 2 * D, HP, D, HP, D_PAD, PREC_QKV).to(kv_ptr.dtype.element_ty)
         q = tl.permute(tl.reshape(q, (BM, H_PAD, DH_PAD)), (1, 0, 2))
