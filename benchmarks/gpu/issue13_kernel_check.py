@@ -4,7 +4,7 @@ Each variant of the seed (fused Triton layers + CUDA graph, then one schedule tu
 is checked on the official trials plus padded and rescaled ones, and timed under the organizer
 protocol beside the eager reference. A check of the kernels, not a search result: nothing here
 sets a prior or a default. Usage: python benchmarks/gpu/issue13_kernel_check.py OUT.md [CONFIGS
-[schedule|heads|weight-loads|precision|torch-path]] (the variant set; schedule by default)
+[schedule|heads|weight-loads|precision|torch-path|compile]] (the variant set; schedule by default)
 """
 
 from __future__ import annotations
@@ -74,6 +74,22 @@ TORCH_PATH_VARIANTS = {
         "attention": "sdpa",
     },
 }
+# Run 17's torch-path settings (the frontier's, config 8), then the same under whole-model
+# compile, in both modes the search may choose.
+RUN17_TORCH_PATH = {
+    "fused_kernel": "none",
+    "matmul_precision": "fp16",
+    "head_layout": "strided",
+    "attention": "sdpa",
+    "score_scale": "baddbmm",
+}
+COMPILE_VARIANTS = {
+    "run 17 torch path": RUN17_TORCH_PATH,
+    **{
+        f"run 17 torch path, compile {mode}": {**RUN17_TORCH_PATH, "whole_model_compile": mode}
+        for mode in ("default", "max-autotune-no-cudagraphs")
+    },
+}
 # The fused attention's heads all in one score tile (today's) or one after another
 # (fused_heads=looped), at the auto schedule and at other row blocks.
 HEAD_VARIANTS = {
@@ -90,6 +106,7 @@ VARIANT_SETS = {
     "schedule": VARIANTS,
     "heads": HEAD_VARIANTS,
     "torch-path": TORCH_PATH_VARIANTS,
+    "compile": COMPILE_VARIANTS,
     "weight-loads": WEIGHT_LOAD_VARIANTS,
     "precision": PRECISION_VARIANTS,
 }
