@@ -75,6 +75,8 @@ def main() -> None:
     prepare_process("cuda")
     exported = load_candidate(candidate, "exported_arm")
     seed = load_candidate(SEED, "seed_arm")
+    if not isinstance(getattr(exported, "TUNABLES", None), dict):
+        raise SystemExit(f"{candidate} has no TUNABLES dict: pass a track3 candidate ({usage})")
     tunables = dict(exported.TUNABLES)
     regimes = getattr(exported, "REGIMES", {})
     arms = {"exported": exported.UserOptimizedTransformer, "seed": seed.UserOptimizedTransformer}
