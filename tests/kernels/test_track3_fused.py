@@ -579,6 +579,8 @@ def test_looped_heads_compute_what_batched_heads_compute() -> None:
         ("cpu-5", "fp32", 0.5, "auto", {**odd, "num_layers": 2}, LOOPED),
         ("cpu-3", "fp32", 0.0, "16", {}, {**LOOPED, "fused_keys": "16"}),
         ("cpu-1", "fp32", 0.25, "32", {}, {**LOOPED, "fused_softmax": "normalized"}),
+        # One key block holds the causal range (32 tokens, auto keys): one pass per head.
+        ("cpu-3", "fp32", 0.0, "auto", {}, {**LOOPED, "fused_softmax": "normalized"}),
         ("cpu-2", "fp32", 0.0, "auto", {}, {**LOOPED, **SPLIT, **IEEE_EVERYWHERE}),
     ]
     rows = run_interpreted(cases, LOOPED_SCRIPT)
@@ -589,16 +591,20 @@ def test_looped_heads_compute_what_batched_heads_compute() -> None:
 
 
 @pytest.mark.parametrize(
-    "broken",
+    ("old", "new", "softmax"),
     [
-        ("vec + 2 * D + c0", "vec + 2 * D"),  # every head's query takes head 0's bias
-        ("for head in range(H_PAD):", "for head in range(H_PAD - 1):"),  # the last head dropped
+        ("vec + 2 * D + c0", "vec + 2 * D", "online"),  # every head's query takes head 0's bias
+        ("for head in range(H_PAD):", "for head in range(H_PAD - 1):", "online"),  # last head
+        # The one-pass normalized form (32 tokens in one key block) without its division.
+        ("ctx = _dot(e / tl.sum(e, axis=1)[:, None], v", "ctx = _dot(e, v", "normalized"),
     ],
-    ids=["query-bias", "last-head"],
+    ids=["query-bias", "last-head", "one-pass-undivided"],
 )
-def test_broken_looped_heads_fail_the_gate(tmp_path: Path, broken: tuple[str, str]) -> None:
+def test_broken_looped_heads_fail_the_gate(
+    tmp_path: Path, old: str, new: str, softmax: str
+) -> None:
     # Can the comparison fail? The looped branch alone broken must not pass.
-    script = broken_seed_script(tmp_path, *broken, path="fused_ops.py")
-    case: Case = ("cpu-1", "fp32", 0.0, "auto", {}, LOOPED)
+    script = broken_seed_script(tmp_path, old, new, path="fused_ops.py")
+    case: Case = ("cpu-3", "fp32", 0.0, "auto", {}, {**LOOPED, "fused_softmax": softmax})
     rows = run_interpreted([case], script)
     assert rows[0]["fits"] and rows[0]["failed"] > 0  # type: ignore[operator]

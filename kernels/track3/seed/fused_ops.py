@@ -128,6 +128,36 @@ if HAVE_TRITON:
         return tl.where(seen, s, -float("inf")), v
 
     @triton.jit
+    def _head_pass(
+        q,
+        kvh,
+        ds,
+        rows,
+        m0,
+        S,
+        scale,
+        BM: tl.constexpr,
+        BN: tl.constexpr,
+        DH_PAD: tl.constexpr,
+        PREC_ATT: tl.constexpr,
+        ACC: tl.constexpr,
+    ):
+        """_online_pass for one head's [rows x keys] tiles."""
+        m_i = tl.full((BM,), float("-inf"), dtype=tl.float32)
+        l_i = tl.zeros((BM,), dtype=tl.float32)
+        ctx = tl.zeros((BM, DH_PAD), dtype=tl.float32)
+        for n0 in range(0, m0 + BM, BN):  # causal: no key beyond the block's last row
+            s, v = _head_keys(q, kvh, ds, rows, n0, S, scale, BN, DH_PAD, PREC_ATT)
+            m_new = tl.maximum(m_i, tl.max(s, axis=1))
+            p = tl.exp(s - m_new[:, None])
+            alpha = tl.exp(m_i - m_new)
+            l_i = l_i * alpha + tl.sum(p, axis=1)
+            if ACC == 1:
+                ctx = ctx * alpha[:, None] + _dot(p, v, PREC_ATT)
+            m_i = m_new
+        return m_i, l_i, ctx
+
+    @triton.jit
     def _head_rows(
         h,
         kv_ptr,
@@ -157,21 +187,16 @@ if HAVE_TRITON:
         q = q.to(kv_ptr.dtype.element_ty)
         kvh = kv_ptr + head * 2 * S * DH_PAD
         ds = tl.arange(0, DH_PAD)
-        m_i = tl.full((BM,), float("-inf"), dtype=tl.float32)
-        l_i = tl.zeros((BM,), dtype=tl.float32)
-        ctx = tl.zeros((BM, DH_PAD), dtype=tl.float32)
-        for n0 in range(0, m0 + BM, BN):  # causal: no key beyond the block's last row
-            s, v = _head_keys(q, kvh, ds, rows, n0, S, scale, BN, DH_PAD, PREC_ATT)
-            m_new = tl.maximum(m_i, tl.max(s, axis=1))
-            p = tl.exp(s - m_new[:, None])
-            alpha = tl.exp(m_i - m_new)
-            l_i = l_i * alpha + tl.sum(p, axis=1)
-            if NORM == 0:
-                ctx = ctx * alpha[:, None] + _dot(p, v, PREC_ATT)
-            m_i = m_new
         if NORM == 0:
+            _, l_i, ctx = _head_pass(q, kvh, ds, rows, m0, S, scale, BM, BN, DH_PAD, PREC_ATT, 1)
             ctx = ctx / l_i[:, None]
+        elif m0 + BM <= BN:
+            # One key block holds the causal range: QK^T once, as in the batched form.
+            s, v = _head_keys(q, kvh, ds, rows, 0, S, scale, BN, DH_PAD, PREC_ATT)
+            e = tl.exp(s - tl.max(s, axis=1)[:, None])
+            ctx = _dot(e / tl.sum(e, axis=1)[:, None], v, PREC_ATT)
         else:
+            m_i, l_i, ctx = _head_pass(q, kvh, ds, rows, m0, S, scale, BM, BN, DH_PAD, PREC_ATT, 0)
             for n0 in range(0, m0 + BM, BN):
                 s, v = _head_keys(q, kvh, ds, rows, n0, S, scale, BN, DH_PAD, PREC_ATT)
                 ctx += _dot(tl.exp(s - m_i[:, None]) / l_i[:, None], v, PREC_ATT)
@@ -206,8 +231,8 @@ if HAVE_TRITON:
         heads and head columns carry zero weights. NORM 0 (fused_softmax=online): one pass,
         probabilities normalized after the PV product. NORM 1 (normalized): a first pass for
         each row's max and sum, then normalized probabilities times V, rounded for the PV
-        product as the reference rounds them; one pass (batched heads) when a single key block
-        covers the rows' causal range.
+        product as the reference rounds them; one pass when a single key block covers the rows'
+        causal range.
 
         Right padding needs no key mask: a valid query i sees keys j <= i, all valid."""
         HP: tl.constexpr = H_PAD * DH_PAD
@@ -251,4 +276,4 @@ if HAVE_TRITON:
 
 
 else:  # the names exist either way; fused_kernels.kernels_runnable() says whether they run
-    _dot = _layer_norm = _linear = _attention_rows = _head_rows = _head_keys = None
+    _dot = _layer_norm = _linear = _attention_rows = _head_rows = _head_keys = _head_pass = None
