@@ -525,12 +525,14 @@ def test_the_exported_single_file_runs_the_fused_kernels(tmp_path: Path) -> None
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("heads", ["batched", "looped"])
 @pytest.mark.parametrize("config_id", ["2", "7"])
-def test_compiled_normalized_softmax_passes_the_gate_on_cuda(config_id: str) -> None:
+def test_compiled_normalized_softmax_passes_the_gate_on_cuda(config_id: str, heads: str) -> None:
     """Compiled by Triton (not interpreted): the normalized softmax in one pass (128 keys a
     block hold every row's causal range; auto chooses that here), in both forms per row
     block (64 keys a block), and the online one, each on the gate against the CUDA
-    reference; normalized rounds otherwise."""
+    reference, all heads in one tile and one head after another; normalized rounds
+    otherwise."""
     import torch
 
     from harness.gate import count_failures
@@ -555,7 +557,7 @@ def test_compiled_normalized_softmax_passes_the_gate_on_cuda(config_id: str) -> 
     ]
     for softmax, keys in cases:
         tunables = {"fused_kernel": "triton", "fused_softmax": softmax, "fused_keys": keys}
-        model = seed.OptimizedTransformer(config, tunables).cuda()
+        model = seed.OptimizedTransformer(config, {**tunables, "fused_heads": heads}).cuda()
         model.load_state_dict(reference.state_dict(), strict=True)
         with torch.no_grad():
             outs[softmax, keys] = got = fused.fused_forward(model, model._packs(), x, mask)
