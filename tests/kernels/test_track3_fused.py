@@ -421,6 +421,10 @@ def test_the_normalized_softmax_auto_schedule_takes_one_pass_where_the_registers
     assert blocks("13", fused_softmax="normalized") == (64, 64)  # 1,024 tokens never fit
     assert blocks("11", fused_softmax="normalized") == blocks("11")  # 16 heads never fit
     assert blocks("1", fused_softmax="normalized", fused_keys="32") == (32, 32)
+    # One head's tile at a time: more rows fit beside a block of every key.
+    looped = {"fused_softmax": "normalized", "fused_heads": "looped"}
+    assert blocks("1", **looped) == (64, 128)
+    assert blocks("13", **looped) == (16, 1024)
 
 
 def test_normalized_softmax_passes_the_gate_and_rounds_otherwise_than_the_online_one() -> None:
@@ -593,20 +597,21 @@ def test_looped_heads_compute_what_batched_heads_compute() -> None:
 
 
 @pytest.mark.parametrize(
-    ("old", "new", "softmax"),
+    ("old", "new", "config_id", "softmax"),
     [
-        ("vec + 2 * D + c0", "vec + 2 * D", "online"),  # every head's query takes head 0's bias
-        ("for head in range(H_PAD):", "for head in range(H_PAD - 1):", "online"),  # last head
+        # Every head's query takes head 0's bias; the last head dropped.
+        ("vec + 2 * D + c0", "vec + 2 * D", "cpu-1", "online"),
+        ("for head in range(H_PAD):", "for head in range(H_PAD - 1):", "cpu-1", "online"),
         # The one-pass normalized form (32 tokens in one key block) without its division.
-        ("ctx = _dot(e / tl.sum(e, axis=1)[:, None], v", "ctx = _dot(e, v", "normalized"),
+        ("ctx = _dot(e / tl.sum(e, axis=1)[:, None], v", "ctx = _dot(e, v", "cpu-3", "normalized"),
     ],
     ids=["query-bias", "last-head", "one-pass-undivided"],
 )
 def test_broken_looped_heads_fail_the_gate(
-    tmp_path: Path, old: str, new: str, softmax: str
+    tmp_path: Path, old: str, new: str, config_id: str, softmax: str
 ) -> None:
     # Can the comparison fail? The looped branch alone broken must not pass.
     script = broken_seed_script(tmp_path, old, new, path="fused_ops.py")
-    case: Case = ("cpu-3", "fp32", 0.0, "auto", {}, {**LOOPED, "fused_softmax": softmax})
+    case: Case = (config_id, "fp32", 0.0, "auto", {}, {**LOOPED, "fused_softmax": softmax})
     rows = run_interpreted([case], script)
     assert rows[0]["fits"] and rows[0]["failed"] > 0  # type: ignore[operator]
