@@ -91,7 +91,8 @@ COMPILE_VARIANTS = {
     },
 }
 # The fused attention's heads all in one score tile (today's) or one after another
-# (fused_heads=looped), at the auto schedule and at other row blocks.
+# (fused_heads=looped), at the auto schedule and at other row blocks, and each with the softmax
+# normalized before PV (one pass where one key block holds the causal range).
 HEAD_VARIANTS = {
     "heads batched": {},
     "heads looped": {"fused_heads": "looped"},
@@ -101,6 +102,8 @@ HEAD_VARIANTS = {
         "fused_rows": "128",
         "fused_warps": "8",
     },
+    "heads looped, normalized softmax": {"fused_heads": "looped", "fused_softmax": "normalized"},
+    "heads batched, normalized softmax": {"fused_softmax": "normalized"},
 }
 VARIANT_SETS = {
     "schedule": VARIANTS,
