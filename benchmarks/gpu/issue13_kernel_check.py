@@ -91,8 +91,9 @@ COMPILE_VARIANTS = {
     },
 }
 # The fused attention's heads all in one score tile (today's) or one after another
-# (fused_heads=looped), at the auto schedule and at other row blocks, and each with the softmax
-# normalized before PV (one pass where one key block holds the causal range).
+# (fused_heads=looped), at the auto schedule and at other row blocks; and both at the auto
+# schedule with the softmax normalized before PV (one pass where one key block holds the causal
+# range).
 HEAD_VARIANTS = {
     "heads batched": {},
     "heads looped": {"fused_heads": "looped"},
