@@ -225,8 +225,10 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, float]:
 def render(report: dict[str, Any]) -> str:
     """The markdown table."""
     ms = 1e-6
+    # The card that ran it, not the one asked for: a call for an H200 may come as an H100.
+    card = (report.get("qualification") or {}).get("name", "an unqualified device")
     lines = [
-        "# Track3 on the H200: eager vs torch.compile vs the frontier",
+        f"# Track3 on {card}: eager vs torch.compile vs the frontier",
         "",
         f"Command: `{report['command']}`",
         "",

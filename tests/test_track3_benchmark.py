@@ -39,6 +39,8 @@ def test_runs_over_config_subsets_merge_into_one_table(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr[-2000:]
     table = (tmp_path / "all.md").read_text()
     assert "| cpu-5 |" in table and "| cpu-2 |" in table and "frontier over baseline" in table
+    # The title names the card that ran it (here none), never a card it was asked for.
+    assert table.startswith("# Track3 on ") and "H200" not in table.splitlines()[0]
     # The seed with default tunables is the reference: no failed element on either config.
     rows = [json.loads(p.read_text())["rows"][0] for p in parts]
     assert all(r["failed"]["frontier"][0] == 0 for r in rows)

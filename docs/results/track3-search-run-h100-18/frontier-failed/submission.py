@@ -1784,7 +1784,7 @@ REGIMES = {
         "whole_model_compile": "none",
         "graph_capture": "cuda_graph",
     },
-    # changed from candidate 6f4311e8b767's r2
+    # changed from candidate 236fabea4248's r2
     "r2": {
         "qkv_projection": "separate",
         "head_layout": "contiguous",
@@ -1792,7 +1792,7 @@ REGIMES = {
         "causal_mask": "cached",
         "score_scale": "after_matmul",
         "padding_mask": "masked_fill",
-        "matmul_precision": "fp32",
+        "matmul_precision": "fp16",
         "gelu": "erf",
         "fused_kernel": "triton",
         "fused_boundary": "layer",
