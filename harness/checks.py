@@ -5,12 +5,14 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
 from harness.gate import check_output_type, compare_outputs, inputs_unchanged
+from harness.judge_failures import JudgeStep, judge_step
 from harness.models import RejectReason, TrialResult
 from harness.poison import count_poisoned, poisoned_allocations
 from kernels.workload import Tolerance, TrialSpec, WorkloadRuntime
@@ -95,12 +97,17 @@ def run_trial(
     ctx: CheckContext, judged: Any, refs: ReferenceCache, trial: TrialSpec, phase: str = "gate"
 ) -> tuple[TrialResult, Any, tuple[Any, ...]]:
     """Fresh inputs, reference from a pristine copy, the judged arm on poisoned memory."""
-    inputs = ctx.runtime.generate_inputs(ctx.config, trial, ctx.device)
-    pristine = tuple(t.clone() for t in inputs)
-    expected = refs.expected(pristine)
-    with poisoned_allocations(ctx.device, expected.numel() * expected.element_size()):
-        ctx.sync()  # the poison fill is not the call's
-        held = _allocated(ctx.device)
+    with judge_step(JudgeStep.INPUTS):
+        inputs = ctx.runtime.generate_inputs(ctx.config, trial, ctx.device)
+        pristine = tuple(t.clone() for t in inputs)
+    with judge_step(JudgeStep.REFERENCE):
+        expected = refs.expected(pristine)
+    with ExitStack() as poisoned:
+        with judge_step(JudgeStep.POISON):
+            nbytes = expected.numel() * expected.element_size()
+            poisoned.enter_context(poisoned_allocations(ctx.device, nbytes))
+            ctx.sync()  # the poison fill is not the call's
+            held = _allocated(ctx.device)
         started = time.perf_counter()
         out = ctx.runtime.call(judged, inputs)
         ctx.sync()

@@ -30,6 +30,7 @@ from harness.contention import (
 from harness.gate import inputs_unchanged
 from harness.judge_failures import (
     EvaluationFailure,
+    JudgeStepFailure,
     describe_failure,
     inference_failure,
     reject,
@@ -211,6 +212,8 @@ class Judge:
         for trial in self._trials_for(result.config_id):
             try:
                 verdict, _, inputs = run_trial(ctx, judged, refs, trial)
+            except JudgeStepFailure:
+                raise  # the judge's own step: infrastructure, never the candidate's failure
             except BaseException:
                 message = f"{self.request.judged_arm} raised on config {result.config_id}:\n"
                 raise EvaluationFailure(
@@ -237,6 +240,8 @@ class Judge:
             with torch.inference_mode():
                 model = self._build(self._arm(self.request.judged_arm), config, reference)
                 verdict, _, _ = run_trial(ctx, model, refs, trial, phase="inference_mode")
+        except JudgeStepFailure:
+            raise
         except EvaluationFailure as failure:
             problem = f"built under torch.inference_mode(): {failure.message[-600:]}"
             return inference_failure(trial, problem)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import enum
 import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from harness.models import PROGRESS_PREFIX, Outcome, RejectReason, TrialResult
 from kernels.workload import TrialSpec
@@ -23,6 +26,37 @@ class EvaluationFailure(Exception):
         self.outcome = outcome
         self.message = message
         self.reason = reason
+
+
+class JudgeStep(enum.StrEnum):
+    """A step of a trial that is the judge's own work, not the candidate's."""
+
+    INPUTS = "input generation"
+    REFERENCE = "reference"
+    POISON = "poison fill"
+
+
+class JudgeStepFailure(Exception):
+    """The judge's own step failed (infrastructure): it says nothing of the candidate, so it
+    is never scored as the candidate's failure (run 18: the judge's poison fill ran an 80 GB
+    card out of memory on config 14 and the frontier was failed as 'candidate raised')."""
+
+    def __init__(self, step: JudgeStep, message: str) -> None:
+        super().__init__(message)
+        self.step = step
+        self.message = message
+
+
+@contextmanager
+def judge_step(step: JudgeStep) -> Iterator[None]:
+    """Within the block, an exception is the judge's: raised again as JudgeStepFailure."""
+    try:
+        yield
+    except JudgeStepFailure:
+        raise
+    except Exception as exc:
+        message = f"the judge's own {step.value} step failed (not the candidate):\n"
+        raise JudgeStepFailure(step, message + tail_traceback()) from exc
 
 
 def tail_traceback() -> str:

@@ -94,6 +94,7 @@ def run_evaluate(request: EvaluationRequest, ctx: RunContext) -> EvaluationResul
     """Gate, time and re-check the judged arm (the normal mode)."""
     with phase_clock(ctx.phase_s, ProcessPhase.IMPORT):
         from harness.judge import EvaluationFailure
+        from harness.judge_failures import JudgeStepFailure
         from harness.setup import open_judge
 
     with phase_clock(ctx.phase_s, ProcessPhase.OPEN):
@@ -101,11 +102,15 @@ def run_evaluate(request: EvaluationRequest, ctx: RunContext) -> EvaluationResul
     if judge is None:
         message = f"device {request.device} is not available on this machine"
         return _result(request, ctx, Outcome.NO_RUN, message, reason=RejectReason.NO_RUN)
-    reason = None
+    reason, judge_failed = None, []
     try:
         outcome, message, reason = judge.evaluate(load_entry)
     except EvaluationFailure as failure:
         outcome, message, reason = failure.outcome, failure.message, failure.reason
+    except JudgeStepFailure as failure:
+        # No result, tainted: infrastructure, never scored as the candidate's failure.
+        outcome, message = Outcome.NO_RESULT, failure.message
+        judge_failed = [f"the judge's own {failure.step.value} step failed"]
     ctx.phase_s.update(judge.phase_s)
     timed = bool(judge.aggregates)
     return _result(
@@ -119,8 +124,8 @@ def run_evaluate(request: EvaluationRequest, ctx: RunContext) -> EvaluationResul
         fingerprint=judge.fingerprint,
         protocol=f"interleaved-abba/{judge.timer.protocol}",
         timer_resolution_ns=judge.timer.resolution_ns() if timed else None,
-        tainted=bool(judge.taint),
-        taint=judge.taint,
+        tainted=bool(judge.taint or judge_failed),
+        taint=judge_failed + judge.taint,
         environment=judge.environment,
     )
 

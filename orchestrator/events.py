@@ -274,7 +274,15 @@ class FeasibilityChecked(Payload):
     configs: list[str] = Field(description="Feasibility configs it was judged on.")
     passed: bool = Field(description="Correct on every one of them.")
     outcome: str = Field(description="Harness outcome.")
-    message: str = Field(description="Harness message (why it failed, if it did).")
+    message: str = Field(
+        description="Harness message (why it failed, if it did): its first line and its last "
+        "lines, where the exception is."
+    )
+    infrastructure: bool = Field(
+        default=False,
+        description="The judge's own work failed (e.g. its poison fill ran out of memory): "
+        "says nothing of the frontier, which stays unchecked and is checked again next stop.",
+    )
     wall_s: float = Field(description="Wall time of the judge process.")
     elements: int = Field(description="Output elements compared, all trials.")
     failed_elements: int = Field(description="Of which outside the tolerance.")

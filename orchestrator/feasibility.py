@@ -16,6 +16,17 @@ from orchestrator.state import SearchState
 FEASIBILITY_TRIALS = 2
 
 
+def message_ends(message: str, tail_chars: int = 2500) -> str:
+    """The first line (what failed) and the end (where the exception is) of a long message:
+    run 18's first 500 characters cut off the exception that said the judge ran out of
+    memory, not the candidate."""
+    text = message.strip()
+    if len(text) <= tail_chars + 200:
+        return text
+    first = text.splitlines()[0][:200]
+    return f"{first}\n[...]\n{text[-tail_chars:]}"
+
+
 def feasibility_due(ctx: LoopContext, state: SearchState) -> str | None:
     """The frontier, when the config set has feasibility configs it was never judged on."""
     sha = state.frontier_sha
@@ -51,14 +62,18 @@ def check_feasibility(ctx: LoopContext, sha: str) -> FeasibilityChecked:
         configs=configs,
         passed=result.outcome is Outcome.PASSED,
         outcome=result.outcome.value,
-        message=result.message.strip()[:500],
+        message=message_ends(result.message),
+        infrastructure=result.tainted and result.outcome is not Outcome.PASSED,
         wall_s=result.wall_s,
         elements=sum(t.total_elements for c in result.configs for t in c.trials),
         failed_elements=sum(t.failed_elements for c in result.configs for t in c.trials),
         tolerance_used=max(tolerance_used(result).values(), default=None),
     )
     ctx.ledger.append(checked.to_event(EventKind.FEASIBILITY))
-    verdict = "passed" if checked.passed else f"FAILED ({checked.message[:200]})"
+    first_line = (checked.message.splitlines() or [""])[0]
+    verdict = "passed" if checked.passed else f"FAILED ({first_line})"
+    if checked.infrastructure:
+        verdict = f"not checked: {'; '.join(result.taint)} (infrastructure; checked again)"
     used = checked.tolerance_used
     worst = f", the worst used {share_text(used)} of its tolerance" if used is not None else ""
     ctx.reporter.line(

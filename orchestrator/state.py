@@ -308,7 +308,8 @@ def _apply_event(state: SearchState, kind: str, payload: dict[str, Any]) -> None
     elif kind == EventKind.VERIFICATION:
         state.verifications[str(payload["sha"])] = str(payload["verdict"])
     elif kind == EventKind.FEASIBILITY:
-        state.feasibility[str(payload["sha"])] = bool(payload["passed"])
+        if not payload.get("infrastructure"):  # the judge's failure: still unchecked
+            state.feasibility[str(payload["sha"])] = bool(payload["passed"])
     elif kind == EventKind.RESEARCH:
         state.research_seen_seq = max(state.research_seen_seq, int(payload["last_message_seq"]))
         state.research_step = int(payload["step"])
