@@ -113,12 +113,17 @@ def run_trial(
         ctx.sync()
         call_s = time.perf_counter() - started
     measured = {"call_s": call_s, "peak_bytes": _call_peak_bytes(ctx.device, held, inputs)}
-    if not inputs_unchanged(inputs, pristine):
+    with judge_step(JudgeStep.COMPARISON):
+        unchanged = inputs_unchanged(inputs, pristine)
+    if not unchanged:
         total = int(expected.numel())
         problem = "the candidate changed its inputs"
         failure = _failure(trial, total, RejectReason.INPUT_MUTATION, problem, phase)
         return failure.model_copy(update=measured), out, inputs
-    verdict = classify_output(trial, out, expected, ctx.tolerance, phase)
+    # Past the output's type check, counting and comparing its elements is the judge's work:
+    # running out of memory there (config 14 on an H100) is not the candidate's failure.
+    with judge_step(JudgeStep.COMPARISON):
+        verdict = classify_output(trial, out, expected, ctx.tolerance, phase)
     return verdict.model_copy(update=measured), out, inputs
 
 

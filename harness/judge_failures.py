@@ -34,6 +34,7 @@ class JudgeStep(enum.StrEnum):
     INPUTS = "input generation"
     REFERENCE = "reference"
     POISON = "poison fill"
+    COMPARISON = "output comparison"
 
 
 class JudgeStepFailure(Exception):

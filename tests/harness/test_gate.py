@@ -149,3 +149,25 @@ def test_chunked_tolerance_used_matches_the_whole_tensor(monkeypatch: pytest.Mon
 )
 def test_a_share_of_the_tolerance_reads_without_rounding_a_pass_up(share: float, text: str) -> None:
     assert share_text(share) == text
+
+
+def test_inputs_compared_by_chunks_see_one_changed_byte_anywhere() -> None:
+    from harness.gate import inputs_unchanged
+
+    x, mask = torch.randn(5, 7), torch.ones(5, 7, dtype=torch.bool)
+    pristine = (x.clone(), mask.clone())
+    assert inputs_unchanged((x, mask), pristine, chunk_bytes=16)
+    for index in (0, 16, x.numel() - 1):  # first, a chunk edge, the last partial chunk
+        changed = x.clone()
+        changed.view(-1).view(torch.int32)[index] ^= 1  # the lowest mantissa bit only
+        assert not inputs_unchanged((changed, mask), pristine, chunk_bytes=16)
+    flipped = mask.clone()
+    flipped[-1, -1] = False
+    assert not inputs_unchanged((x, flipped), pristine, chunk_bytes=16)
+    assert not inputs_unchanged((x.double(), mask), pristine, chunk_bytes=16)
+
+
+def test_a_sparse_output_is_the_wrong_type() -> None:
+    ref = torch.randn(4, 4)
+    problem = check_output_type(ref.to_sparse(), ref)
+    assert problem is not None and "layout" in problem

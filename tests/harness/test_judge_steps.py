@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 
 import harness.checks as checks
 from harness.checks import CheckContext, ReferenceCache, run_trial
@@ -91,3 +92,17 @@ def test_the_same_candidate_raising_is_still_a_runtime_error(
     result = run_evaluation(softmax_request(module, timing=False), tmp_path / "w", runner_settings)
     assert result.outcome is Outcome.RUNTIME_ERROR and result.reason is RejectReason.RUNTIME_ERROR
     assert not result.tainted and "the candidate broke" in result.message
+
+
+def test_the_output_comparison_running_out_of_memory_is_the_judges_step(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # H100, 2026-12-07: the unchunked poison count of config 14's output asked for 24.4 GiB.
+    def exhausted(out: Any, chunk_elements: int = 0) -> int:
+        raise torch.OutOfMemoryError("simulated: CUDA out of memory. Tried to allocate 24.41 GiB")
+
+    monkeypatch.setattr(checks, "count_poisoned", exhausted)
+    ctx = softmax_context()
+    with pytest.raises(JudgeStepFailure) as failed:
+        run_trial(ctx, NaiveSoftmax(), ReferenceCache(NaiveSoftmax(), ctx), TrialSpec(seed=1))
+    assert failed.value.step is JudgeStep.COMPARISON and "24.41 GiB" in failed.value.message
