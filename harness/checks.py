@@ -62,7 +62,7 @@ def classify_output(
     reason = None
     if poisoned:
         reason = RejectReason.UNWRITTEN_OUTPUT
-    elif failed and not bool(torch.isfinite(out[torch.isfinite(expected)]).all()):
+    elif failed and comparison.non_finite:  # counted by chunks: no whole-output masks
         reason = RejectReason.NON_FINITE_OUTPUT
     elif failed:
         reason = RejectReason.WRONG_OUTPUT

@@ -40,13 +40,15 @@ class Comparison(NamedTuple):
     # max(atol, rtol * |ref|): below 1 passes (at most 1, inclusive). A pass at 0.98 may be
     # one fresh input away from failing; the gate's verdict alone cannot say so.
     tolerance_used: float | None
+    # Elements non-finite in the output where the reference is finite (NaN or inf written).
+    non_finite: int = 0
 
 
 def compare_outputs(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance) -> Comparison:
     """Elements failing finite(ref) & finite(out) & (abs < atol | abs < rtol*|ref|), the
     largest error, and the largest share of its tolerance any element used."""
     flat_out, flat_ref = out.detach().reshape(-1), ref.detach().reshape(-1)
-    failed = 0
+    failed, non_finite = 0, 0
     max_abs: float | None = None
     used: float | None = None
     for start in range(0, flat_ref.numel(), _CHUNK_ELEMENTS):
@@ -54,9 +56,10 @@ def compare_outputs(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance) -> Com
         r = flat_ref[start : start + _CHUNK_ELEMENTS].float()
         chunk = _chunk_comparison(o, r, tol)
         failed += chunk.failed
+        non_finite += chunk.non_finite
         max_abs = _larger(max_abs, chunk.max_abs)
         used = _larger(used, chunk.tolerance_used)
-    return Comparison(failed, max_abs, used)
+    return Comparison(failed, max_abs, used, non_finite)
 
 
 def count_failures(
@@ -79,14 +82,16 @@ def _chunk_comparison(o: torch.Tensor, r: torch.Tensor, tol: Tolerance) -> Compa
         within = (err < tol.atol) | (err < bound)
     else:
         within = (err <= tol.atol) | (err <= bound)
-    good = torch.isfinite(o) & torch.isfinite(r) & within
-    failed = int((~good).sum().item())
+    finite_out, finite_ref = torch.isfinite(o), torch.isfinite(r)
+    failed = int(torch.count_nonzero(~(finite_out & finite_ref & within)))
+    non_finite = int(torch.count_nonzero(finite_ref & ~finite_out))
     finite = torch.isfinite(err)
     if not bool(finite.any()):
-        return Comparison(failed, None, None)
+        return Comparison(failed, None, None, non_finite)
     err = torch.where(finite, err, 0.0)
     allowed = torch.clamp(torch.where(finite, bound, 0.0), min=tol.atol)  # atol > 0
-    return Comparison(failed, float(err.max().item()), float((err / allowed).max().item()))
+    worst = float((err / allowed).max().item())
+    return Comparison(failed, float(err.max().item()), worst, non_finite)
 
 
 def judge_trial(

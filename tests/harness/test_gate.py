@@ -124,10 +124,12 @@ def test_tolerance_used_ignores_non_finite_elements() -> None:
     comparison = compare_outputs(out, ref, STRICT)
     assert comparison.failed == 2  # inf == inf and the NaN both fail, but have no share
     assert comparison.tolerance_used == pytest.approx(0.5, rel=1e-4)
+    assert comparison.non_finite == 1  # the NaN where the reference is finite; inf == inf is not
     assert compare_outputs(torch.tensor([float("nan")]), torch.tensor([1.0]), STRICT) == (
         1,
         None,
         None,
+        1,
     )
 
 
@@ -171,3 +173,17 @@ def test_a_sparse_output_is_the_wrong_type() -> None:
     ref = torch.randn(4, 4)
     problem = check_output_type(ref.to_sparse(), ref)
     assert problem is not None and "layout" in problem
+
+
+def test_non_finite_outputs_counted_by_chunks_match_the_whole_tensor(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import harness.gate as gate
+
+    ref = torch.randn(9, 17)
+    ref.view(-1)[5] = float("inf")  # non-finite in the reference too: not the candidate's
+    out = ref.clone()
+    out.view(-1)[[5, 16, 17, 150]] = torch.tensor([float("inf"), float("nan"), -float("inf"), 1e9])
+    whole = int((torch.isfinite(ref) & ~torch.isfinite(out)).sum())
+    monkeypatch.setattr(gate, "_CHUNK_ELEMENTS", 16)
+    assert compare_outputs(out, ref, STRICT).non_finite == whole == 2
