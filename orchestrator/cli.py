@@ -25,7 +25,7 @@ from orchestrator.status import CANDIDATES_SHOWN, chain_warning, format_status
 from orchestrator.workspace import WorkspaceError
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
-EXIT_TAINTED = 3  # `judge` passed, but its timing was tainted: not trustworthy
+EXIT_TAINTED = 3  # `judge` passed with a tainted timing, or gave no result: not trustworthy
 
 
 def _run_dir_flag(parser: argparse.ArgumentParser) -> None:
@@ -298,8 +298,8 @@ def _cmd_judge(args: argparse.Namespace) -> int:
         print(report.model_dump_json(indent=2))
     else:
         print(format_judge_report(report))
-    if report.passed and report.tainted:
-        return EXIT_TAINTED
+    if report.tainted and (report.passed or report.verdict == "no_result"):
+        return EXIT_TAINTED  # not trustworthy either way: a tainted timing, or no result
     return EXIT_OK if report.passed else EXIT_USAGE
 
 

@@ -87,7 +87,8 @@ COMMANDS = {
         summary="the full judge on a standalone module or package",
         description="Run the full judge (static checks, correctness, interleaved timing "
         "against the eager reference, re-checks) on a module or a candidate package. Exit "
-        "code 0 when it passes, 2 when it is rejected.",
+        "code 0 when it passes, 2 when it is rejected, 3 when it is not trustworthy (passed "
+        "with a tainted timing, or no result: the judge's own work failed).",
         examples=(
             "ratchet judge submission.py --device cpu",
             "ratchet judge runs/night1/export/submission.py --configs cpu-2,cpu-5 --json",

@@ -67,7 +67,10 @@ class JudgeReport(BaseModel):
     device: str = Field(description="Device it was judged on.")
     baseline: str = Field(description="Exactly what 'speedup' is measured against.")
     entry_point: str = Field(description="Class that was instantiated.")
-    verdict: str = Field(description="'passed' or 'rejected'.")
+    verdict: str = Field(
+        description="'passed', 'rejected', or 'no_result' (the judge's own work failed, e.g. "
+        "out of device memory: nothing is known of the module)."
+    )
     reason: str | None = Field(description="The rejection cause (a RejectReason value).")
     message: str = Field(description="Human explanation.")
     static_findings: list[Finding] = Field(description="Static-check findings.")
@@ -280,9 +283,12 @@ def judge_module(
     aggregate = result.aggregate("baseline")
     passed = result.outcome is Outcome.PASSED
     reason = None if passed else (result.reason.value if result.reason else result.outcome.value)
+    verdict = "passed" if passed else "rejected"
+    if not passed and result.tainted:  # the judge's own step failed, not the module
+        verdict = "no_result"
     return JudgeReport(
         **base,
-        verdict="passed" if passed else "rejected",
+        verdict=verdict,
         reason=reason,
         message=_in_user_terms(result.message.strip(), path, tree, list(sources))[:4000],
         configs=_rows(result),
@@ -331,7 +337,12 @@ def format_judge_report(report: JudgeReport) -> str:
     """Human-readable judge report with the per-config table."""
     head = f"{report.verdict.upper()}: {report.file} on {report.workload}/{report.device}"
     lines = [head + (f" ({report.reason})" if report.reason else "")]
-    if report.tainted:
+    if report.verdict == "no_result":
+        lines.append(
+            "the judge's own work failed (below), not the module: nothing is known of it; "
+            "judge again (a card with more free memory, or an idle machine)"
+        )
+    elif report.tainted:
         lines[0] = "TAINTED " + lines[0]
         lines.append(
             "the timing is NOT trustworthy: other work ran on the device while it was timed "

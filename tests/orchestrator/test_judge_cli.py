@@ -166,3 +166,24 @@ def test_a_long_judge_on_the_cpu_is_announced() -> None:
         warning = slow_set_warning(judging, official)
         assert warning and "oracle" in warning and "--configs screen" in warning
         assert slow_set_warning(judging, ["cpu-2"]) is None
+
+
+def test_the_judges_own_failure_is_no_result_not_a_rejection(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A workload plug-in whose reference raises MemoryError: the judge's step, not the module's.
+    monkeypatch.setenv("RATCHET_LOCK_DIR", str(tmp_path / "locks"))
+    module = tmp_path / "softmax.py"
+    module.write_text(
+        "import torch\n\n\nclass OptimizedSoftmax(torch.nn.Module):\n"
+        "    def __init__(self, config):\n        super().__init__()\n\n"
+        "    def forward(self, x):\n        return torch.softmax(x, dim=-1)\n"
+    )
+    workload = "tests.harness.judge_fault_workload:reference_fault_workload"
+    argv = ["judge", str(module), "--workload", workload, "--device", "cpu", "--configs", "s1"]
+    code, report = _run([*argv, "--json"], capsys)
+    assert code == cli.EXIT_TAINTED and report["verdict"] == "no_result", report
+    assert "simulated" in str(report["message"]) and report["tainted"]
+    code = cli.main(argv)
+    out = capsys.readouterr().out
+    assert code == 3 and out.startswith("NO_RESULT") and "not the module" in out, out
