@@ -380,6 +380,13 @@ class EvaluationResult(BaseModel):
         default=None, description="Measured device properties (mode=qualify)."
     )
 
+    @property
+    def judge_failed(self) -> bool:
+        """The judge's own step failed (no result, tainted): infrastructure that says nothing
+        of the candidate. A rejection timed under contention is tainted too, but it stays a
+        rejection."""
+        return self.outcome is Outcome.NO_RESULT and self.tainted
+
     def config(self, config_id: str) -> ConfigResult | None:
         """The result for one config, if measured."""
         return next((c for c in self.configs if c.config_id == config_id), None)

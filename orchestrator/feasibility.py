@@ -63,7 +63,7 @@ def check_feasibility(ctx: LoopContext, sha: str) -> FeasibilityChecked:
         passed=result.outcome is Outcome.PASSED,
         outcome=result.outcome.value,
         message=message_ends(result.message),
-        infrastructure=result.tainted and result.outcome is not Outcome.PASSED,
+        infrastructure=result.judge_failed,
         wall_s=result.wall_s,
         elements=sum(t.total_elements for c in result.configs for t in c.trials),
         failed_elements=sum(t.failed_elements for c in result.configs for t in c.trials),

@@ -283,12 +283,9 @@ def judge_module(
     aggregate = result.aggregate("baseline")
     passed = result.outcome is Outcome.PASSED
     reason = None if passed else (result.reason.value if result.reason else result.outcome.value)
-    verdict = "passed" if passed else "rejected"
-    if not passed and result.tainted:  # the judge's own step failed, not the module
-        verdict = "no_result"
     return JudgeReport(
         **base,
-        verdict=verdict,
+        verdict=verdict_of(result),
         reason=reason,
         message=_in_user_terms(result.message.strip(), path, tree, list(sources))[:4000],
         configs=_rows(result),
@@ -299,6 +296,14 @@ def judge_module(
         taint=result.taint,
         fingerprint=result.fingerprint,
     )
+
+
+def verdict_of(result: EvaluationResult) -> str:
+    """'passed', 'rejected', or 'no_result' when the judge's own step failed (a rejection
+    timed under contention is still 'rejected', tainted)."""
+    if result.outcome is Outcome.PASSED:
+        return "passed"
+    return "no_result" if result.judge_failed else "rejected"
 
 
 def resolve_configs(workload: Workload, spec: str | None, device: str) -> list[str]:

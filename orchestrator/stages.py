@@ -344,7 +344,8 @@ def failed_verdict(sha: str, step: int, stage: Stage, result: EvaluationResult) 
     first_line = result.message.strip().splitlines()[0] if result.message.strip() else ""
     cause = result.reason.value if result.reason else result.outcome.value
     reason = f"{stage.value}: {cause}: {first_line}"
-    # A tainted failure (the judge's own step failed) is infrastructure: never scored.
-    taint = list(result.taint) if result.tainted else []
+    # The judge's own step failed: infrastructure, never scored. A rejection timed under
+    # contention keeps no taint here: it is still charged to the candidate.
+    taint = list(result.taint) if result.judge_failed else []
     details = VerdictDetails(step=step, success=False, reject_reason=cause, taint=taint)
     return verdict_record(sha, verdict, reason, stage, details)

@@ -10,6 +10,7 @@ from harness.models import EvaluationResult, Outcome, RejectReason
 from ledger import Ledger
 from orchestrator.events import EventKind, FeasibilityChecked, Stage
 from orchestrator.feasibility import message_ends
+from orchestrator.judge_file import verdict_of
 from orchestrator.stages import failed_verdict
 from orchestrator.state import CandidateView, derive_state
 from search import Verdict
@@ -54,6 +55,19 @@ def test_the_candidate_raising_is_scored() -> None:
     raised = result(Outcome.RUNTIME_ERROR, [], RejectReason.RUNTIME_ERROR)
     record = failed_verdict("c", 1, Stage.SCREEN, raised)
     assert not view(record.details, Verdict(record.verdict)).tainted
+
+
+def test_a_rejection_timed_under_contention_is_still_scored() -> None:
+    # Tainted by contention, rejected for an impossible time: the cheat is charged, not excused.
+    taint = ["config 1: other processes used 0.99 CPU cores while timing"]
+    cheat = result(Outcome.REJECTED, taint, RejectReason.IMPLAUSIBLE_TIME)
+    assert cheat.tainted and not cheat.judge_failed
+    record = failed_verdict("c", 1, Stage.SWEEP, cheat)
+    assert not view(record.details, Verdict(record.verdict)).tainted
+    assert verdict_of(cheat) == "rejected"
+    judged = result(Outcome.NO_RESULT, ["the judge's own reference step failed"], None)
+    assert verdict_of(judged) == "no_result"
+    assert verdict_of(result(Outcome.NO_RESULT, [], None)) == "rejected"  # e.g. no result file
 
 
 def checked(sha: str, infrastructure: bool) -> FeasibilityChecked:
