@@ -185,6 +185,14 @@ def open_regimes(
     )
 
 
+def _repaired_sizes(request: ExpansionRequest) -> dict[str, dict[str, float]]:
+    """The configurations whose regimes this expansion may change: a repair's failing ones
+    (run 18 drew TUNABLES, serving 12 configurations, to repair a miss on config 13 that its
+    own regime ran, and screened the same 2391 failing elements again), else every timed one."""
+    failing = {c: s for c, s in request.config_sizes.items() if c in request.source_misses}
+    return failing or request.config_sizes
+
+
 def served_counts(source: str, sizes: Mapping[str, Mapping[str, float]]) -> dict[str, int]:
     """How many timed configurations each regime serves (an unreadable dispatch: none known,
     and every regime is drawn alike)."""
@@ -218,7 +226,7 @@ class OfflineExpander:
             source = repo.git.show(f"{start}:{request.candidate_file}")
             space, docs = read_space(source), read_docs(source)
             search_space = SearchSpace(values=space, requires=read_requirements(source))
-            regimes = serving_regimes(source, request.config_sizes)
+            regimes = serving_regimes(source, _repaired_sizes(request))
             reads = regime_reads(source, request.config_sizes, request.settings_read)
         except git.GitCommandError as exc:
             reason = f"cannot read the parent: {exc}"

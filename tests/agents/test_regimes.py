@@ -118,6 +118,26 @@ def test_the_operator_changes_one_serving_regime_of_a_dispatching_parent(
     assert reached == {"r1", DEFAULT_REGIME}
 
 
+def test_a_repair_changes_only_the_regimes_that_ran_its_failing_configs(
+    tmp_path: Path, track3_source: str
+) -> None:
+    """Run 18 repaired a miss on config 13 (its own regime) by changing TUNABLES, which serves
+    the other configurations, and screened the same failure again."""
+    repo, sha = make_repo(tmp_path / "repo", dispatching(track3_source))
+    parent = repo.git.show(f"{sha}:candidate.py")
+    for failing, expected in (({"13": 1.2}, {"1", "2", "6", "7", "13"}), ({"8": 1.5}, {"8"})):
+        for seed in range(12):
+            req = request(repo, sha, f"fix-{min(failing)}/{seed}", "retune", {"fused_keys": None})
+            req = req.model_copy(
+                update={"config_sizes": SIZES, "source_misses": failing, "seed": seed}
+            )
+            result = OfflineExpander().expand(req)
+            assert result.outcome is ExpansionOutcome.COMMITTED, result.message
+            assert result.sha is not None
+            child = repo.git.show(f"{result.sha}:candidate.py")
+            assert changed_configs(parent, child, SIZES) == expected, (failing, seed)
+
+
 def test_an_idea_is_applied_only_in_a_regime_that_lacks_it(
     tmp_path: Path, track3_source: str
 ) -> None:
