@@ -140,7 +140,9 @@ class _Plan:
 def _message_variables(plan: _Plan, changes: list[TunableChange], regime: str) -> dict[str, str]:
     idea = plan.request.idea
     recombined = any(c.reason == ChangeReason.RECOMBINE for c in changes)
-    where = "" if len(plan.regimes) == 1 else f" [{regime}]"
+    # A repair sees only the failing configs' regimes; its title still names the one changed.
+    dispatching = len(plan.regimes) > 1 or len(plan.weights) > 1
+    where = f" [{regime}]" if dispatching else ""
     operator = "idea-guided mutation" + (" + recombination" if recombined else "")
     if where:
         operator += f" of the parent's regime {regime} (the sizes its dispatch sends there)"

@@ -136,6 +136,8 @@ def test_a_repair_changes_only_the_regimes_that_ran_its_failing_configs(
             assert result.sha is not None
             child = repo.git.show(f"{result.sha}:candidate.py")
             assert changed_configs(parent, child, SIZES) == expected, (failing, seed)
+            regime = "r1" if "13" in failing else DEFAULT_REGIME
+            assert result.message is not None and f"[{regime}]" in result.message
 
 
 def test_an_idea_is_applied_only_in_a_regime_that_lacks_it(
