@@ -40,11 +40,16 @@ def main() -> None:
     timed = workload.config_set(workload.default_config_set["cuda"]).config_ids
     oracle_only = workload.oracle_only_ids()
     sizes = {c: workload.dispatch_features(c) for c in timed if c not in oracle_only}
+    if not (Path(run_dir) / "repo" / ".git").is_dir():
+        sys.exit(f"{run_dir} holds no candidate repository (repo/): give a run directory")
     with tempfile.TemporaryDirectory() as tmp:
         repo_dir = Path(tmp) / "repo"
         shutil.copytree(Path(run_dir) / "repo", repo_dir)
         repo = git.Repo(repo_dir)
-        parent, miss = repo.git.rev_parse(parent), repo.git.rev_parse(miss)
+        try:
+            parent, miss = repo.git.rev_parse(parent), repo.git.rev_parse(miss)
+        except git.GitCommandError:
+            sys.exit(f"no commit {parent!r} or {miss!r} in {run_dir}/repo: give two of its shas")
         before = repo.git.show(f"{miss}:{workload.candidate_file}")
         targets = idea.get("targets") or {}
         brief = IdeaBrief(idea_id=idea_id, text=idea["text"], source="library", targets=targets)
