@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -273,3 +275,28 @@ def test_an_idea_that_needs_the_fused_kernels_reaches_the_torch_path(
     for regime, changed in done:
         if regime == DEFAULT_REGIME:
             assert changed["8"] >= {"fused_keys", "fused_kernel"}, changed
+
+
+def test_the_replay_script_shows_which_configs_a_repair_reaches(
+    tmp_path: Path, track3_source: str
+) -> None:
+    """benchmarks/repair_regime_replay.py on a run directory's repository: a miss on config 8
+    (the only config TUNABLES serves; r1 serves the other twelve) is repaired in TUNABLES
+    only; a bad run directory is a clean error."""
+    repo, parent = make_repo(tmp_path / "run" / "repo", dispatching(track3_source))
+    source = repo.git.show(f"{parent}:candidate.py")
+    fp16 = {**read_tunables(source), "matmul_precision": "fp16"}
+    (tmp_path / "run" / "repo" / "candidate.py").write_text(write_tunables(source, fp16))
+    repo.index.add(["candidate.py"])
+    miss = repo.index.commit("the miss").hexsha
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "repair_regime_replay.py"
+    args = [str(tmp_path / "run"), parent, miss, "normalized-softmax", "8", "4"]
+    done = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert len(lines) == 4 and all(f"[{DEFAULT_REGIME}]" in line for line in lines), lines
+    assert all(line.endswith("-> changes configs 8") for line in lines), lines
+    bad = [str(tmp_path / "nothing"), parent, miss, "normalized-softmax", "8"]
+    failed = subprocess.run([sys.executable, str(script), *bad], capture_output=True, text=True)
+    assert failed.returncode != 0 and "holds no candidate repository" in failed.stderr
+    assert "Traceback" not in failed.stderr
