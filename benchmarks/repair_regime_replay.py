@@ -1,11 +1,13 @@
-"""Replay one repair step of a finished run with the offline expander: which configs it reaches.
+"""Replay one expansion step of a finished run with the offline expander: what it changes.
 
 Copies the run's candidate repository to a temporary directory (the run is never written), and
 expands the miss MISS (a child of PARENT) with the library idea IDEA for the failing configs
 FAILING, over seeds 0..N-1; prints per seed the commit title and the configs whose code the
-child changes against the miss. No device. Usage:
+child changes against the miss. MISS and FAILING given as '-': a plain expansion of PARENT.
+No device. Usage:
   python benchmarks/repair_regime_replay.py RUN_DIR PARENT MISS IDEA FAILING [N]
   e.g. run 18's step 5: ... /tmp/run 16a28de75f b340e6fc36 normalized-softmax 13
+       run 18's step 6: ... /tmp/run 16a28de75f - fused-width-bound -
 """
 
 from __future__ import annotations
@@ -46,11 +48,14 @@ def main() -> None:
         repo_dir = Path(tmp) / "repo"
         shutil.copytree(Path(run_dir) / "repo", repo_dir)
         repo = git.Repo(repo_dir)
+        plain = miss == "-"
         try:
-            parent, miss = repo.git.rev_parse(parent), repo.git.rev_parse(miss)
+            parent = repo.git.rev_parse(parent)
+            miss = parent if plain else repo.git.rev_parse(miss)
         except git.GitCommandError:
             sys.exit(f"no commit {parent!r} or {miss!r} in {run_dir}/repo: give two of its shas")
         before = repo.git.show(f"{miss}:{workload.candidate_file}")
+        misses = {} if plain else {c: 1.0 for c in failing.split(",")}
         targets = idea.get("targets") or {}
         brief = IdeaBrief(idea_id=idea_id, text=idea["text"], source="library", targets=targets)
         for seed in range(seeds):
@@ -58,8 +63,8 @@ def main() -> None:
                 repo_path=repo_dir,
                 worktree_root=Path(tmp) / "worktrees",
                 parent_sha=parent,
-                source_sha=miss,
-                source_misses={c: 1.0 for c in failing.split(",")},
+                source_sha=None if plain else miss,
+                source_misses=misses,
                 branch=f"replay/{seed}",
                 candidate_file=workload.candidate_file,
                 idea=brief,

@@ -296,6 +296,13 @@ def test_the_replay_script_shows_which_configs_a_repair_reaches(
     lines = done.stdout.splitlines()
     assert len(lines) == 4 and all(f"[{DEFAULT_REGIME}]" in line for line in lines), lines
     assert all(line.endswith("-> changes configs 8") for line in lines), lines
+    # '-' for the miss: a plain expansion of the parent, drawn over both regimes by the
+    # configs each serves (r1 serves twelve).
+    args = [str(tmp_path / "run"), parent, "-", "normalized-softmax", "-", "4"]
+    done = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert len(lines) == 4 and any("[r1]" in line for line in lines), lines
     bad = [str(tmp_path / "nothing"), parent, miss, "normalized-softmax", "8"]
     failed = subprocess.run([sys.executable, str(script), *bad], capture_output=True, text=True)
     assert failed.returncode != 0 and "holds no candidate repository" in failed.stderr
