@@ -46,6 +46,12 @@ class OperatorSettings(BaseModel):
             "it names without a value, e.g. one of a kernel's schedule parameters) moves too."
         ),
     )
+    hold_inert_targets: bool = Field(
+        default=True,
+        description="An open target that does not act in the parent keeps its value while what "
+        "it needs switches on (one factor at a time); off, it moves as well (the operator's "
+        "next attempt once that child is known).",
+    )
 
 
 @dataclass(frozen=True)
@@ -185,7 +191,7 @@ def propose_variant(
             reasons[name] = ChangeReason.IDEA
     for name in _open_moves(targets, values, rng, settings.p_further_open_move):
         reasons[name] = ChangeReason.IDEA
-        if not space.acts(name, parent):
+        if settings.hold_inert_targets and not space.acts(name, parent):
             # What it needs switches on below, and its value acts for the first time: one
             # factor at a time. Moving it too hid a bundle (run 18 on the H100: the fused kernels
             # on with fused_min_width at a random 64, promoted 4.7x on configs 1-12, left config

@@ -289,11 +289,12 @@ class OfflineExpander:
             "moved only what its code there never read": 0,
             "were known": 0,
         }
+        settings = self.settings
         for _ in range(self.max_attempts):
             regime = draw_regime(names, plan.weights, rng)
             parent = plan.regimes[regime]
             variant = propose_variant(
-                parent, plan.search_space, plan.targets, plan.donors, rng, self.settings
+                parent, plan.search_space, plan.targets, plan.donors, rng, settings
             )
             child = enforce_forbidden(variant.tunables, parent, plan.space, forbidden)
             effective = plan.search_space.effective
@@ -316,6 +317,9 @@ class OfflineExpander:
             tree_sha = tree_repo.git.write_tree()
             if tree_sha in known:
                 missed["were known"] += 1
+                # The first factor (what the idea needs, switched on) was measured: its own
+                # open targets move now, rather than a random move riding under its name.
+                settings = settings.model_copy(update={"hold_inert_targets": False})
                 continue
             changes = describe_changes(parent, child, variant.reasons)
             prompt = render_prompt("offline_commit", _message_variables(plan, changes, regime))

@@ -191,6 +191,30 @@ def test_known_tree_gives_no_change_instead_of_a_duplicate(
     assert_clean(repo, req)
 
 
+def test_an_open_idea_switches_on_what_it_needs_first_then_moves_its_own_targets(
+    track3_repo: tuple[git.Repo, str],
+) -> None:
+    """One factor at a time: on a parent without the fused kernels, a schedule idea first
+    switches them on with the schedule as it stands; once that child is known, the next
+    expansion moves the schedule itself (not a random move riding under the idea's name)."""
+    repo, seed_sha = track3_repo
+    settings = OperatorSettings(p_recombine=0.0, p_extra_mutation=0.0)
+    targets: dict[str, str | None] = {"fused_rows": None, "fused_warps": None}
+    seed = committed_tunables(repo, seed_sha)
+    first = expand(request(repo, seed_sha, "cand/on", "schedule", targets, seed=1), settings)
+    assert first.outcome is ExpansionOutcome.COMMITTED, first.message
+    switched = committed_tunables(repo, str(first.sha))
+    assert switched == {**seed, "fused_kernel": "triton"}
+    known = [str(first.tree_sha)]
+    req = request(repo, seed_sha, "cand/next", "schedule", targets, seed=2, known_trees=known)
+    second = expand(req, settings)
+    assert second.outcome is ExpansionOutcome.COMMITTED, second.message
+    moved = committed_tunables(repo, str(second.sha))
+    assert moved["fused_kernel"] == "triton"
+    assert {n for n in targets if moved[n] != seed[n]}, moved
+    assert_clean(repo, req)
+
+
 def test_unreadable_parent_fails_cleanly(tmp_path: Path) -> None:
     repo, seed_sha = make_repo(tmp_path / "repo", "print('no tunables here')\n")
     req = request(repo, seed_sha, "cand/x", "use fused sdpa attention")
