@@ -22,8 +22,8 @@
 #         from the clean archive like the rest; $OUT/check-SET.md)
 # `resume` goes on with /tmp/run (a warm machine) or with build/issue13/run.tgz (carried).
 # A resume whose MINUTES end inside the call then checks the frontier on config 14 (129 s on the
-# H200 in run 17; past 116 s on an H100 in run 19): set STOP_S at least that far past the run's
-# end, or the signal cuts the check and the frontier is exported unchecked (run 19's was).
+# H200 in run 17; past 147 s on an H100 in run 19): set KILL_S at least that far past the run's
+# end, or the abort cuts the check and the frontier is exported unchecked (run 19's was).
 # A run stopped by its MINUTES checks its frontier on config 14 before it exits; one stopped by
 # the STOP_S signal does not, and its export is then marked unchecked.
 set -uo pipefail
