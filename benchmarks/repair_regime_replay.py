@@ -33,15 +33,31 @@ def main() -> None:
     if len(sys.argv) not in (6, 7):
         sys.exit(__doc__)
     run_dir, parent, miss, idea_id, failing = sys.argv[1:6]
-    seeds = int(sys.argv[6]) if len(sys.argv) == 7 else 10
+    seeds_text = sys.argv[6] if len(sys.argv) == 7 else "10"
+    if not seeds_text.isdigit() or int(seeds_text) < 1:
+        sys.exit(f"N must be a positive number of seeds, got {seeds_text!r}; e.g. 10")
+    seeds = int(seeds_text)
     workload = load_workload("track3")
     library = json.loads(workload.ideas_file.read_text())
     idea = next((i for i in library if i["slug"] == idea_id), None)
     if idea is None:
-        sys.exit(f"no idea {idea_id!r} in {workload.ideas_file}")
+        known = ", ".join(i["slug"] for i in library)
+        sys.exit(f"no idea {idea_id!r} in {workload.ideas_file}; its ideas: {known}")
     timed = workload.config_set(workload.default_config_set["cuda"]).config_ids
     oracle_only = workload.oracle_only_ids()
     sizes = {c: workload.dispatch_features(c) for c in timed if c not in oracle_only}
+    # A FAILING the expander cannot match would silently replay a plain expansion.
+    if (miss == "-") != (failing == "-"):
+        sys.exit(
+            f"MISS {miss!r} and FAILING {failing!r}: give both as '-' (a plain expansion) "
+            "or neither (a repair of MISS for its failing configs, e.g. 13 or 7,8)"
+        )
+    unknown = [c for c in failing.split(",") if failing != "-" and c not in sizes]
+    if unknown:
+        sys.exit(
+            f"FAILING names configs {unknown} that are not timed; give some of "
+            f"{', '.join(sizes)} (comma-separated), or '-' with MISS '-'"
+        )
     if not (Path(run_dir) / "repo" / ".git").is_dir():
         sys.exit(f"{run_dir} holds no candidate repository (repo/): give a run directory")
     with tempfile.TemporaryDirectory() as tmp:

@@ -303,6 +303,20 @@ def test_the_replay_script_shows_which_configs_a_repair_reaches(
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert len(lines) == 4 and any("[r1]" in line for line in lines), lines
+    # Inputs that would silently replay something else are refused with the expected form.
+    run = str(tmp_path / "run")
+    for wrong, says in [
+        ([run, parent, miss, "normalized-softmax", "-"], "give both as '-'"),
+        ([run, parent, "-", "normalized-softmax", "8"], "give both as '-'"),
+        ([run, parent, miss, "normalized-softmax", "99"], "not timed"),
+        ([run, parent, miss, "normalized-softmax", "8", "ten"], "positive number of seeds"),
+        ([run, parent, miss, "no-such-idea", "8"], "its ideas: "),
+    ]:
+        refused = subprocess.run(
+            [sys.executable, str(script), *wrong], capture_output=True, text=True
+        )
+        assert refused.returncode != 0 and says in refused.stderr, (wrong, refused.stderr)
+        assert "Traceback" not in refused.stderr
     bad = [str(tmp_path / "nothing"), parent, miss, "normalized-softmax", "8"]
     failed = subprocess.run([sys.executable, str(script), *bad], capture_output=True, text=True)
     assert failed.returncode != 0 and "holds no candidate repository" in failed.stderr
