@@ -137,11 +137,20 @@ class InheritedCheck(Payload):
     step: int = Field(description="The child's step.")
     child_sha: str = Field(description="The failed child.")
     parent_sha: str = Field(description="Its parent, judged here.")
-    configs: list[str] = Field(description="The failed configs the child's change cannot reach.")
+    configs: list[str] = Field(
+        description="The failed configs the child's change cannot reach (a recheck: the "
+        "configs the frontier failed, or every one it was judged on when it passed)."
+    )
     trials: list[TrialSpec] = Field(description="The inputs that failed there, as drawn.")
     outcome: str = Field(description="Harness outcome of the parent's judge run.")
     parent_failed: bool = Field(description="The parent failed them too: the failure is its.")
     message: str = Field(description="Harness message of the parent's run.")
+    recheck_of: list[int] = Field(
+        default_factory=list,
+        description="Empty: a child's inherited check. Otherwise parent_sha is the frontier, "
+        "judged on the inputs that demoted earlier frontiers at these steps' checks (a "
+        "frontier that stands again, or a later one, may run the same failing code).",
+    )
 
 
 class StepStarted(Payload):

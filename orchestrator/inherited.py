@@ -14,10 +14,11 @@ charged with the failure.
 from __future__ import annotations
 
 import secrets
+from pathlib import Path
 
 from agents.regimes import changed_settings
 from agents.tunables import TunablesError
-from harness.models import EvaluationRequest, Outcome
+from harness.models import EvaluationRequest, EvaluationResult, Outcome
 from kernels.workload import TrialSpec
 from orchestrator.evaluation import commit_arm, judge
 from orchestrator.events import EvaluationSummary, EventKind, FrontierDemoted, InheritedCheck
@@ -93,51 +94,133 @@ def check_inherited(
     (the frontier) when it fails them too."""
     parent, child = step.started.parent_sha, str(step.sha)
     number = step.started.step
-    work = ctx.paths.evals / f"step-{number:05d}-inherited"
     trials = list({t.model_dump_json(): t for t in configs.values()}.values())
-    request = EvaluationRequest(
-        evaluation_id=f"{parent}:inherited-{number}",
-        workload=ctx.judging.workload_ref,
-        device=ctx.device,
-        config_ids=sorted(configs),
-        arms=[commit_arm(ctx.judging, "candidate", parent, work)],
-        trials=trials,
-        timing=None,
-        seed=secrets.randbelow(2**31),
-        torch_threads=ctx.judging.torch_threads,
-        device_peaks=ctx.judging.device_peaks,
-    )
     where = ", ".join(sorted(configs))
     ctx.reporter.line(
         f"  step {number} failed config(s) {where} with its parent's code there: judging the "
         f"parent {parent[:10]} on the same inputs"
     )
-    result = judge(ctx.judging, request, work, f"inherited check of {parent[:10]}")
-    failed = result.outcome is Outcome.INCORRECT
+    work = ctx.paths.evals / f"step-{number:05d}-inherited"
+    judged = _judge_inputs(ctx, (parent, f"inherited-{number}"), sorted(configs), trials, work)
     check = InheritedCheck(
         step=number,
         child_sha=child,
         parent_sha=parent,
         configs=sorted(configs),
         trials=trials,
-        outcome=result.outcome.value,
-        parent_failed=failed,
-        message=result.message.strip()[:500],
+        outcome=judged.outcome.value,
+        parent_failed=judged.outcome is Outcome.INCORRECT,
+        message=judged.message.strip()[:500],
     )
-    records = [check.to_event(EventKind.INHERITED_CHECK)]
-    if failed:
-        reason = (
-            f"fails config(s) {where} on the inputs its child {child[:10]} (step {number}) "
-            f"failed there with its code: {check.message[:300]}"
-        )
-        records.append(
-            FrontierDemoted(sha=parent, reason=reason).to_event(EventKind.FRONTIER_DEMOTED)
-        )
-    ctx.ledger.append_many(records)
+    reason = (
+        f"fails config(s) {where} on the inputs its child {child[:10]} (step {number}) "
+        f"failed there with its code: {check.message[:300]}"
+    )
     said = (
         "fails them too: demoted, the previous frontier stands"
-        if failed
-        else (f"{result.outcome.value}: the failure stays the child's")
+        if check.parent_failed
+        else (f"{judged.outcome.value}: the failure stays the child's")
     )
-    ctx.reporter.line(f"  inherited check: {parent[:10]} {said}")
+    _record_check(ctx, check, reason, f"  inherited check: {parent[:10]} {said}")
     return check
+
+
+def frontier_recheck_due(
+    ctx: LoopContext, state: SearchState
+) -> tuple[str, dict[int, tuple[str, list[str], list[TrialSpec]]]] | None:
+    """The frontier and the inputs that demoted earlier frontiers which it was not judged on
+    yet (None: nothing to check). A frontier that stands again after a demotion, or a later
+    one built on it, may run the demoted code on those configs: on an H100 (run 20) three
+    demotions in a row each restored a frontier with the same failing config-6 code, and
+    it was exported."""
+    frontier = state.frontier_sha
+    if frontier is None or not ctx.settings.check_inherited_failures:
+        return None
+    seen = state.rechecked.get(frontier, set())
+    due = {
+        step: inputs
+        for step, inputs in state.demotion_inputs.items()
+        if step not in seen and inputs[0] != frontier
+    }
+    return (frontier, due) if due else None
+
+
+def recheck_frontier(
+    ctx: LoopContext, frontier: str, due: dict[int, tuple[str, list[str], list[TrialSpec]]]
+) -> InheritedCheck:
+    """Judge the frontier on the inputs that demoted earlier ones; demote it when it fails."""
+    steps = sorted(due)
+    configs = sorted({config for _, names, _ in due.values() for config in names})
+    trials = list({t.model_dump_json(): t for *_, ts in due.values() for t in ts}.values())
+    demoted = due[steps[-1]][0]
+    where = ", ".join(configs)
+    ctx.reporter.line(
+        f"  frontier {frontier[:10]}: judged on the inputs of config(s) {where} that demoted "
+        f"{len(steps)} earlier frontier(s) (checks of steps {', '.join(map(str, steps))})"
+    )
+    work = ctx.paths.evals / f"step-{steps[-1]:05d}-recheck-{frontier[:10]}"
+    judged = _judge_inputs(ctx, (frontier, f"recheck-{steps[-1]}"), configs, trials, work)
+    check = InheritedCheck(
+        step=steps[-1],
+        child_sha=demoted,
+        parent_sha=frontier,
+        configs=_failed_configs(judged) or configs,
+        trials=trials,
+        outcome=judged.outcome.value,
+        parent_failed=judged.outcome is Outcome.INCORRECT,
+        message=judged.message.strip()[:500],
+        recheck_of=steps,
+    )
+    reason = (
+        f"fails config(s) {where} on the inputs that demoted {demoted[:10]} (step "
+        f"{steps[-1]}'s check): {check.message[:300]}"
+    )
+    said = (
+        "fails them too: demoted, the previous frontier stands"
+        if check.parent_failed
+        else f"{judged.outcome.value}: it stands"
+    )
+    _record_check(ctx, check, reason, f"  frontier recheck: {frontier[:10]} {said}")
+    return check
+
+
+def _failed_configs(result: EvaluationResult) -> list[str]:
+    """The configs with a failing trial: what a failed recheck holds against the frontier
+    (the composition keeps it out of those configs only)."""
+    return sorted(c.config_id for c in result.configs if any(not t.passed for t in c.trials))
+
+
+def _judge_inputs(
+    ctx: LoopContext,
+    judged: tuple[str, str],
+    configs: list[str],
+    trials: list[TrialSpec],
+    work: Path,
+) -> EvaluationResult:
+    """One judge run of a candidate's correctness on exactly these inputs, no timing
+    (``judged``: its sha and the evaluation's label)."""
+    sha, label = judged
+    request = EvaluationRequest(
+        evaluation_id=f"{sha}:{label}",
+        workload=ctx.judging.workload_ref,
+        device=ctx.device,
+        config_ids=configs,
+        arms=[commit_arm(ctx.judging, "candidate", sha, work)],
+        trials=trials,
+        timing=None,
+        seed=secrets.randbelow(2**31),
+        torch_threads=ctx.judging.torch_threads,
+        device_peaks=ctx.judging.device_peaks,
+    )
+    check = "inherited check" if label.startswith("inherited") else "frontier recheck"
+    return judge(ctx.judging, request, work, f"{check} of {sha[:10]}")
+
+
+def _record_check(ctx: LoopContext, check: InheritedCheck, reason: str, line: str) -> None:
+    """The check, and the judged candidate's demotion when it failed, in one transaction."""
+    records = [check.to_event(EventKind.INHERITED_CHECK)]
+    if check.parent_failed:
+        demotion = FrontierDemoted(sha=check.parent_sha, reason=reason)
+        records.append(demotion.to_event(EventKind.FRONTIER_DEMOTED))
+    ctx.ledger.append_many(records)
+    ctx.reporter.line(line)

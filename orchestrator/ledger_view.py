@@ -164,7 +164,9 @@ EVENT_SUMMARIES: dict[str, Callable[[Payload], str]] = {
     EventKind.FRONTIER_DEMOTED: lambda p: f"{_short(p.get('sha'))}: {_cut(p.get('reason', ''))}",
     EventKind.LESSON: lambda p: f"step {p.get('step')} {p.get('agent')}: {_cut(p.get('text', ''))}",
     EventKind.INHERITED_CHECK: lambda p: (
-        f"step {p.get('step')}: parent {_short(p.get('parent_sha'))} on configs "
+        f"step {p.get('step')}: "
+        + ("frontier" if p.get("recheck_of") else "parent")
+        + f" {_short(p.get('parent_sha'))} on configs "
         f"{', '.join(p.get('configs') or [])}: "
         + ("failed them too" if p.get("parent_failed") else str(p.get("outcome")))
     ),

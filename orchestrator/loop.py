@@ -14,7 +14,12 @@ from orchestrator.composition import composition_plan, composition_step
 from orchestrator.events import EventKind, RunStopped, StepStarted
 from orchestrator.feasibility import check_feasibility, feasibility_due
 from orchestrator.idea_arms import ideas_for_parent
-from orchestrator.inherited import check_inherited, inherited_check_due
+from orchestrator.inherited import (
+    check_inherited,
+    frontier_recheck_due,
+    inherited_check_due,
+    recheck_frontier,
+)
 from orchestrator.measured import SweepJob, sweep_step
 from orchestrator.repair import repair_start
 from orchestrator.repeats import repeated_failure_stop
@@ -212,9 +217,7 @@ def _between_steps(ctx: LoopContext, state: SearchState) -> bool:
         sha, against = pending
         verify_frontier(on_first_device(ctx), sha, against, state.next_step)
         return True
-    inherited = inherited_check_due(ctx, state)
-    if inherited is not None:
-        check_inherited(on_first_device(ctx), *inherited)
+    if _check_frontier_inputs(ctx, state):
         return True
     if research_due(ctx, state):
         run_researcher(ctx, state)
@@ -222,12 +225,31 @@ def _between_steps(ctx: LoopContext, state: SearchState) -> bool:
     return False
 
 
+def _check_frontier_inputs(ctx: LoopContext, state: SearchState) -> bool:
+    """A child's inherited failure checked on its parent, or the frontier judged on inputs
+    that demoted earlier frontiers; True when one ran."""
+    inherited = inherited_check_due(ctx, state)
+    if inherited is not None:
+        check_inherited(on_first_device(ctx), *inherited)
+        return True
+    recheck = frontier_recheck_due(ctx, state)
+    if recheck is not None:
+        recheck_frontier(on_first_device(ctx), *recheck)
+        return True
+    return False
+
+
 def _before_stopping(ctx: LoopContext, state: SearchState) -> None:
     """What a frontier still needs when the search ends: the verification no later sweep
-    carried, and (once per frontier, its configs cost minutes each) feasibility."""
+    carried, the inputs that failed its children with its code or demoted earlier frontiers
+    (each check may demote it: then the next one's), and (once per frontier, its configs
+    cost minutes each) feasibility."""
     pending = state.pending_verification() if ctx.settings.verify_frontier else None
     if pending is not None:
         verify_frontier(on_first_device(ctx), pending[0], pending[1], state.next_step)
+        state = current_state(ctx)
+    # Each check marks its inputs checked for the candidate it judged: this ends.
+    while _check_frontier_inputs(ctx, state):
         state = current_state(ctx)
     due = feasibility_due(ctx, state)
     if due is not None:
@@ -254,8 +276,9 @@ def _between_steps_due(ctx: LoopContext, state: SearchState) -> bool:
     """Verifier or researcher work waits to run (it needs the pipeline drained)."""
     separate = ctx.settings.verification is VerificationMode.SEPARATE
     pending = state.pending_verification() if ctx.settings.verify_frontier else None
-    inherited = inherited_check_due(ctx, state) is not None  # the frontier may not stand
-    return (pending is not None and separate) or inherited or research_due(ctx, state)
+    # The frontier may not stand.
+    inherited = inherited_check_due(ctx, state) or frontier_recheck_due(ctx, state)
+    return (pending is not None and separate) or inherited is not None or research_due(ctx, state)
 
 
 def _search(ctx: LoopContext, stop: StopSignal, invocation: Invocation) -> tuple[str, int]:

@@ -7,6 +7,7 @@ from typing import Any
 
 from agents.expander import ExpansionOutcome
 from harness.models import Outcome
+from kernels.workload import TrialSpec
 from ledger import EventRecord, Ledger, StoredEvent, StoredMessage
 from orchestrator.events import (
     EvaluationSummary,
@@ -155,6 +156,10 @@ class SearchState:
     # A parent that failed its child's inputs -> (the child's step, per config the check
     # covered, the share of its tolerance the child used there: with the parent's code).
     inherited_misses: dict[str, tuple[int, dict[str, float | None]]] = field(default_factory=dict)
+    # The inputs that demoted a frontier (its check's step -> the demoted frontier, configs,
+    # trials), and per frontier the steps whose inputs it was judged on since.
+    demotion_inputs: dict[int, tuple[str, list[str], list[TrialSpec]]] = field(default_factory=dict)
+    rechecked: dict[str, set[int]] = field(default_factory=dict)
     # sha -> config -> the tunables its code read there (every evaluation's report, failing
     # configs included: a repair reads where its miss failed).
     settings_read: dict[str, dict[str, set[str]]] = field(default_factory=dict)
@@ -360,10 +365,19 @@ def _apply_event(state: SearchState, kind: str, payload: dict[str, Any]) -> None
 
 
 def _note_inherited(state: SearchState, check: InheritedCheck) -> None:
-    state.inherited_checked.add(check.step)
+    if check.recheck_of:
+        state.rechecked.setdefault(check.parent_sha, set()).update(check.recheck_of)
+    else:
+        state.inherited_checked.add(check.step)
     step = state.steps.get(check.step)
     if not check.parent_failed or step is None:
         return
+    if not check.recheck_of:
+        state.demotion_inputs[check.step] = (
+            check.parent_sha,
+            list(check.configs),
+            list(check.trials),
+        )
     failed = {
         c.config_id: c.tolerance_used
         for summary in (step.screen, step.sweep)
@@ -371,7 +385,7 @@ def _note_inherited(state: SearchState, check: InheritedCheck) -> None:
         for c in summary.configs
         if not c.correct
     }
-    if failed and set(failed) <= set(check.configs):
+    if failed and set(failed) <= set(check.configs) and not check.recheck_of:
         state.inherited_failures.add(check.child_sha)
     shares = {config: share for config, share in failed.items() if config in check.configs}
     state.inherited_misses[check.parent_sha] = (check.step, shares)

@@ -23,7 +23,8 @@ class Activity(enum.StrEnum):
     SCREEN_CUT = "screen_cut"  # screens cut at their time limit: nothing learnt
     SWEEP = "sweep"
     VERIFICATION = "verification"  # a new frontier replicated in a fresh process
-    INHERITED_CHECK = "inherited_check"  # a parent judged again where its child failed
+    # A parent judged again where its child failed, or a frontier on inputs that demoted one.
+    INHERITED_CHECK = "inherited_check"
     FEASIBILITY = "feasibility"  # the frontier on the untimed configs, before it ships
     OTHER = "other"
 

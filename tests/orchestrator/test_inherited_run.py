@@ -152,8 +152,10 @@ def test_a_frontier_that_fails_its_childs_inputs_is_demoted(searched: Path, tmp_
     assert planted.frontier_sha == parent and charged is not None
     charged_before = planted.ideas[charged].failures  # the child's failure among them
     reporter, checks = _go_on(run)
+    # The frontier that stands again is judged on the same inputs (and passes them).
     assert [(c.parent_sha, c.configs, c.parent_failed) for c in checks] == [
-        (parent, ["tall"], True)
+        (parent, ["tall"], True),
+        (before, ["tall"], False),
     ]
     assert checks[0].trials == [FAILED_INPUTS]
     with Ledger.open_path(run / "ledger.sqlite", create=False) as ledger:
@@ -166,7 +168,7 @@ def test_a_frontier_that_fails_its_childs_inputs_is_demoted(searched: Path, tmp_
     assert state.ideas[charged].failures == charged_before - 1  # the parent's, not the idea's
     assert any("demoted" in line for line in reporter.lines)
     _, again = _go_on(run)  # checked once, never again
-    assert len(again) == 1
+    assert len(again) == 2
 
 
 def test_a_parent_that_passes_those_inputs_stands_and_the_child_keeps_its_failure(
@@ -199,3 +201,116 @@ def test_a_change_that_reaches_the_failed_config_is_not_checked(
     assert checks == []
     with Ledger.open_path(run / "ledger.sqlite", create=False) as ledger:
         assert derive_state(ledger).frontier_sha == parent
+
+
+def _plant_chain(run: Path, wrong_in: str) -> tuple[str, str, str, str]:
+    """Frontiers B (on the run's frontier) and P (B with a dispatch block), both promoted,
+    and P's child C that changed r1 only and failed 'tall' on FAILED_INPUTS. ``wrong_in``
+    'grand': B is wrong on tall and P runs B's code there; 'parent': only P is wrong there
+    (frontier before B, B, P, C)."""
+    repo = git.Repo(run / "repo")
+    with Ledger.open_path(run / "ledger.sqlite", create=False) as ledger:
+        state = derive_state(ledger)
+        before = str(state.frontier_sha)
+        source = repo.git.show(f"{before}:candidate.py")
+        anchor = '        if chosen["middle_layout"] == "contiguous":\n'
+        wrong = source.replace(anchor, WRONG_WHEN_TALL + anchor, 1)
+        grand_source = wrong if wrong_in == "grand" else source
+        grand, grand_tree = _commit(repo, before, grand_source, "planted/grand")
+        defaults = read_tunables(grand_source)
+        parent_source = write_dispatch(
+            wrong if wrong_in == "parent" else grand_source,
+            [Regime(name="r1", tunables={**defaults}, source_sha=grand)],
+            TREE,
+        )
+        parent, parent_tree = _commit(repo, grand, parent_source, "planted/parent")
+        moved = {**defaults, "middle_layout": "contiguous"}
+        child_source = write_dispatch(
+            parent_source, [Regime(name="r1", tunables=moved, source_sha=grand)], TREE
+        )
+        child, child_tree = _commit(repo, parent, child_source, "planted/child")
+        step = max(state.steps) + 1
+        idea = next(iter(state.ideas))
+        records: list[Record] = []
+        for number, (sha, tree, on) in enumerate(
+            [(grand, grand_tree, before), (parent, parent_tree, grand)], start=step
+        ):
+            records += [
+                CandidateRecord(
+                    sha=sha,
+                    tree_sha=tree,
+                    parent_sha=on,
+                    step=number,
+                    idea_id=None,
+                    agent="composer",
+                    message="planted frontier",
+                    prompt_hash=None,
+                    cost={},
+                ),
+                VerdictRecord(
+                    candidate_sha=sha,
+                    verdict="promoted",
+                    stage="sweep",
+                    reason="planted",
+                    objective=100.0 + number,
+                    details={"success": True},
+                ),
+            ]
+        records += [
+            step_started(step + 2, parent, idea).to_event(EventKind.STEP_STARTED),
+            planted_child(child, child_tree, parent, step + 2, idea),
+            evaluation_summary(
+                step + 2,
+                child,
+                Stage.SCREEN,
+                [config_digest("tall", False, failed_trial=FAILED_INPUTS), config_digest("short")],
+            ).to_event(EventKind.EVALUATION),
+            failed_correctness(child, Stage.SCREEN),
+        ]
+        for record in records:
+            ledger.append(record)
+    return before, grand, parent, child
+
+
+def test_a_frontier_that_stands_again_is_judged_on_the_inputs_that_demoted_its_successor(
+    searched: Path, tmp_path: Path
+) -> None:
+    # P demoted for failing its child's inputs restores B, which runs the same failing code
+    # on tall: B is judged on those inputs and demoted too; the frontier before B passes them.
+    run = tmp_path / "run"
+    shutil.copytree(searched, run)
+    before, grand, parent, _ = _plant_chain(run, wrong_in="grand")
+    reporter, checks = _go_on(run)
+    assert [(c.parent_sha, c.configs, c.parent_failed, bool(c.recheck_of)) for c in checks] == [
+        (parent, ["tall"], True, False),
+        (grand, ["tall"], True, True),
+        (before, ["tall"], False, True),
+    ]
+    assert checks[1].trials == [FAILED_INPUTS] and checks[1].child_sha == parent
+    assert checks[2].outcome == "passed"
+    with Ledger.open_path(run / "ledger.sqlite", create=False) as ledger:
+        state = derive_state(ledger)
+        assert inherited_failures(ledger) == {parent: {"tall"}, grand: {"tall"}}
+    assert state.frontier_sha == before and {parent, grand} <= state.demoted
+    assert before not in state.demoted
+    # A repair of the demoted B reads the miss of the child whose inputs demoted P.
+    assert state.inherited_misses[grand][1].keys() == {"tall"}
+    assert any("frontier recheck" in line and "demoted" in line for line in reporter.lines)
+    _, again = _go_on(run)  # each frontier judged once on those inputs, never again
+    assert len(again) == 3
+
+
+def test_a_restored_frontier_that_passes_the_inputs_stands(searched: Path, tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(searched, run)
+    _, grand, parent, _ = _plant_chain(run, wrong_in="parent")
+    reporter, checks = _go_on(run)
+    assert [(c.parent_sha, c.parent_failed, c.recheck_of != []) for c in checks] == [
+        (parent, True, False),
+        (grand, False, True),
+    ]
+    with Ledger.open_path(run / "ledger.sqlite", create=False) as ledger:
+        state = derive_state(ledger)
+    assert state.frontier_sha == grand and state.demoted == {parent}
+    assert state.rechecked == {grand: {checks[0].step}}
+    assert any("frontier recheck" in line and "it stands" in line for line in reporter.lines)
