@@ -245,8 +245,10 @@ class SearchState:
     def lineage(self, exhausted: frozenset[str] = frozenset()) -> list[LineageNode]:
         """Declared parent graph with outcomes, plus failed expansions as failure leaves
         (infrastructure failures are no leaves: they say nothing about the clade); exhausted
-        candidates are not expandable."""
+        candidates, and frontiers demoted for failing inputs (a child would run the failing
+        code there; a repair starts from a correct ancestor), are not expandable."""
         nodes = []
+        failing = self.demoted & set(self.inherited_misses)
         for cand in self.candidates.values():
             if cand.parent_sha is None or cand.verdict is None or cand.tainted or cand.timed_out:
                 outcome = NodeOutcome.UNTRIED
@@ -256,7 +258,7 @@ class SearchState:
                 LineageNode(
                     node_id=cand.sha,
                     parent_id=cand.parent_sha,
-                    expandable=cand.expandable and cand.sha not in exhausted,
+                    expandable=cand.expandable and cand.sha not in exhausted | failing,
                     outcome=outcome,
                     objective=cand.objective,
                 )

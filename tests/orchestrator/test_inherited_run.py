@@ -293,6 +293,9 @@ def test_a_frontier_that_stands_again_is_judged_on_the_inputs_that_demoted_its_s
         assert inherited_failures(ledger) == {parent: {"tall"}, grand: {"tall"}}
     assert state.frontier_sha == before and {parent, grand} <= state.demoted
     assert before not in state.demoted
+    # Their children would run the failing code on tall: neither is a parent any more.
+    expandable = {node.node_id for node in state.lineage() if node.expandable}
+    assert before in expandable and not {parent, grand} & expandable
     # A repair of the demoted B reads the miss of the child whose inputs demoted P.
     assert state.inherited_misses[grand][1].keys() == {"tall"}
     assert any("frontier recheck" in line and "demoted" in line for line in reporter.lines)
