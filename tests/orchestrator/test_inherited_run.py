@@ -95,39 +95,54 @@ def _plant(run: Path, parent_wrong: bool, child_regime: str) -> tuple[str, str, 
         child, child_tree = _commit(repo, parent, child_source, "planted/child")
         step = max(state.steps) + 1
         idea = next(iter(state.ideas))
-        records: list[Record] = [
-            CandidateRecord(
-                sha=parent,
-                tree_sha=parent_tree,
-                parent_sha=before,
-                step=step,
-                idea_id=None,
-                agent="composer",
-                message="planted parent",
-                prompt_hash=None,
-                cost={},
-            ),
-            VerdictRecord(
-                candidate_sha=parent,
-                verdict="promoted",
-                stage="sweep",
-                reason="planted",
-                objective=100.0,
-                details={"success": True},
-            ),
-            step_started(step + 1, parent, idea).to_event(EventKind.STEP_STARTED),
-            planted_child(child, child_tree, parent, step + 1, idea),
-            evaluation_summary(
-                step + 1,
-                child,
-                Stage.SCREEN,
-                [config_digest("tall", False, failed_trial=FAILED_INPUTS), config_digest("short")],
-            ).to_event(EventKind.EVALUATION),
-            failed_correctness(child, Stage.SCREEN),
-        ]
+        records = _promoted((parent, parent_tree), before, step)
+        records += _failed_on_tall((child, child_tree), parent, step + 1, idea)
         for record in records:
             ledger.append(record)
     return before, parent, child
+
+
+def _promoted(commit: tuple[str, str], parent: str, step: int) -> list[Record]:
+    """A composer's candidate (commit sha, tree sha) on `parent`, promoted: the frontier."""
+    sha, tree = commit
+    return [
+        CandidateRecord(
+            sha=sha,
+            tree_sha=tree,
+            parent_sha=parent,
+            step=step,
+            idea_id=None,
+            agent="composer",
+            message="planted frontier",
+            prompt_hash=None,
+            cost={},
+        ),
+        VerdictRecord(
+            candidate_sha=sha,
+            verdict="promoted",
+            stage="sweep",
+            reason="planted",
+            objective=100.0 + step,
+            details={"success": True},
+        ),
+    ]
+
+
+def _failed_on_tall(commit: tuple[str, str], parent: str, step: int, idea: str) -> list[Record]:
+    """Step `step`: the child (commit sha, tree sha) of `parent` failing 'tall' on
+    FAILED_INPUTS in its screen."""
+    sha, tree = commit
+    return [
+        step_started(step, parent, idea).to_event(EventKind.STEP_STARTED),
+        planted_child(sha, tree, parent, step, idea),
+        evaluation_summary(
+            step,
+            sha,
+            Stage.SCREEN,
+            [config_digest("tall", False, failed_trial=FAILED_INPUTS), config_digest("short")],
+        ).to_event(EventKind.EVALUATION),
+        failed_correctness(sha, Stage.SCREEN),
+    ]
 
 
 def _go_on(run: Path) -> tuple[ListReporter, list[InheritedCheck]]:
@@ -231,42 +246,9 @@ def _plant_chain(run: Path, wrong_in: str) -> tuple[str, str, str, str]:
         child, child_tree = _commit(repo, parent, child_source, "planted/child")
         step = max(state.steps) + 1
         idea = next(iter(state.ideas))
-        records: list[Record] = []
-        for number, (sha, tree, on) in enumerate(
-            [(grand, grand_tree, before), (parent, parent_tree, grand)], start=step
-        ):
-            records += [
-                CandidateRecord(
-                    sha=sha,
-                    tree_sha=tree,
-                    parent_sha=on,
-                    step=number,
-                    idea_id=None,
-                    agent="composer",
-                    message="planted frontier",
-                    prompt_hash=None,
-                    cost={},
-                ),
-                VerdictRecord(
-                    candidate_sha=sha,
-                    verdict="promoted",
-                    stage="sweep",
-                    reason="planted",
-                    objective=100.0 + number,
-                    details={"success": True},
-                ),
-            ]
-        records += [
-            step_started(step + 2, parent, idea).to_event(EventKind.STEP_STARTED),
-            planted_child(child, child_tree, parent, step + 2, idea),
-            evaluation_summary(
-                step + 2,
-                child,
-                Stage.SCREEN,
-                [config_digest("tall", False, failed_trial=FAILED_INPUTS), config_digest("short")],
-            ).to_event(EventKind.EVALUATION),
-            failed_correctness(child, Stage.SCREEN),
-        ]
+        records = _promoted((grand, grand_tree), before, step)
+        records += _promoted((parent, parent_tree), grand, step + 1)
+        records += _failed_on_tall((child, child_tree), parent, step + 2, idea)
         for record in records:
             ledger.append(record)
     return before, grand, parent, child
