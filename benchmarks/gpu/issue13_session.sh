@@ -25,7 +25,10 @@
 # H200 in run 17; past 147 s on an H100 in run 19): set KILL_S at least that far past the run's
 # end, or the abort cuts the check and the frontier is exported unchecked (run 19's was).
 # A run stopped by its MINUTES checks its frontier on config 14 before it exits; one stopped by
-# the STOP_S signal does not, and its export is then marked unchecked.
+# the STOP_S signal does not, and its export is then marked unchecked. Before either, the
+# frontier is judged on the inputs that demoted earlier frontiers (a few seconds a check; a
+# failure demotes it, and the next one is checked): resuming run 20 (build/issue13/run.tgz) with
+# a MINUTES it has used up does only those checks, config 14 and the export.
 set -uo pipefail
 mode=${1:?search, bench or check}
 # A mistyped mode would otherwise fall through to the bench and spend device time on it.
