@@ -151,6 +151,12 @@ class InheritedCheck(Payload):
         "judged on the inputs that demoted earlier frontiers at these steps' checks (a "
         "frontier that stands again, or a later one, may run the same failing code).",
     )
+    infrastructure: bool = Field(
+        default=False,
+        description="The judge's run said nothing of the judged candidate (no run, the "
+        "judge's own step failed, or it timed out): the check runs again, at most "
+        "orchestrator.state.CHECK_ATTEMPTS times in all, and is never held against it.",
+    )
 
 
 class StepStarted(Payload):

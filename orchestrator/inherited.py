@@ -24,7 +24,7 @@ from orchestrator.evaluation import commit_arm, judge
 from orchestrator.events import EvaluationSummary, EventKind, FrontierDemoted, InheritedCheck
 from orchestrator.screen_scope import same_code_sources
 from orchestrator.stages import LoopContext, timed_sizes
-from orchestrator.state import SearchState, StepView
+from orchestrator.state import CHECK_ATTEMPTS, SearchState, StepView
 from search import Verdict
 
 # Only the newest closed steps are looked at: a step is checked right after it closes, and
@@ -111,6 +111,7 @@ def check_inherited(
         outcome=judged.outcome.value,
         parent_failed=judged.outcome is Outcome.INCORRECT,
         message=judged.message.strip()[:500],
+        infrastructure=said_nothing(judged),
     )
     reason = (
         f"fails config(s) {where} on the inputs its child {child[:10]} (step {number}) "
@@ -119,7 +120,7 @@ def check_inherited(
     said = (
         "fails them too: demoted, the previous frontier stands"
         if check.parent_failed
-        else (f"{judged.outcome.value}: the failure stays the child's")
+        else _unanswered(check) or f"{judged.outcome.value}: the failure stays the child's"
     )
     _record_check(ctx, check, reason, f"  inherited check: {parent[:10]} {said}")
     return check
@@ -170,6 +171,7 @@ def recheck_frontier(
         parent_failed=judged.outcome is Outcome.INCORRECT,
         message=judged.message.strip()[:500],
         recheck_of=steps,
+        infrastructure=said_nothing(judged),
     )
     reason = (
         f"fails config(s) {where} on the inputs that demoted {demoted[:10]} (step "
@@ -178,10 +180,26 @@ def recheck_frontier(
     said = (
         "fails them too: demoted, the previous frontier stands"
         if check.parent_failed
-        else f"{judged.outcome.value}: it stands"
+        else _unanswered(check) or f"{judged.outcome.value}: it stands"
     )
     _record_check(ctx, check, reason, f"  frontier recheck: {frontier[:10]} {said}")
     return check
+
+
+def said_nothing(result: EvaluationResult) -> bool:
+    """The judge's run says nothing of the candidate: no device, the judge's own step failed,
+    or the run was cut by its time limit (infrastructure, never held against the candidate)."""
+    return result.judge_failed or result.outcome in (Outcome.NO_RUN, Outcome.TIMEOUT)
+
+
+def _unanswered(check: InheritedCheck) -> str | None:
+    """What the run's log says of a check the judge did not answer (None: it answered)."""
+    if not check.infrastructure:
+        return None
+    return (
+        f"{check.outcome} ({check.message[:120]}): says nothing of it, which stands; the "
+        f"check runs again, up to {CHECK_ATTEMPTS} such runs in all"
+    )
 
 
 def _failed_configs(result: EvaluationResult) -> list[str]:

@@ -26,6 +26,10 @@ from orchestrator.messages import MessageKind
 from search import IdeaArm, LineageNode, NodeOutcome, Verdict
 
 EXPANDABLE = frozenset({Verdict.PROMOTED, Verdict.REJECTED, Verdict.INCONCLUSIVE})
+# Judge runs of one inherited check or recheck whose outcome said nothing of the candidate
+# (infrastructure) before its inputs count as checked: a frontier must not stand unchecked
+# on a flaky run, nor the loop retry a device that never answers.
+CHECK_ATTEMPTS = 2
 
 
 @dataclass
@@ -160,6 +164,8 @@ class SearchState:
     # trials), and per frontier the steps whose inputs it was judged on since.
     demotion_inputs: dict[int, tuple[str, list[str], list[TrialSpec]]] = field(default_factory=dict)
     rechecked: dict[str, set[int]] = field(default_factory=dict)
+    # (judged sha, the steps checked) -> its check's runs that ended in infrastructure.
+    unanswered_checks: dict[tuple[str, tuple[int, ...]], int] = field(default_factory=dict)
     # sha -> config -> the tunables its code read there (every evaluation's report, failing
     # configs included: a repair reads where its miss failed).
     settings_read: dict[str, dict[str, set[str]]] = field(default_factory=dict)
@@ -367,6 +373,11 @@ def _apply_event(state: SearchState, kind: str, payload: dict[str, Any]) -> None
 
 
 def _note_inherited(state: SearchState, check: InheritedCheck) -> None:
+    if check.infrastructure:
+        key = (check.parent_sha, tuple(check.recheck_of) or (check.step,))
+        state.unanswered_checks[key] = state.unanswered_checks.get(key, 0) + 1
+        if state.unanswered_checks[key] < CHECK_ATTEMPTS:
+            return  # due again: it said nothing of the candidate
     if check.recheck_of:
         state.rechecked.setdefault(check.parent_sha, set()).update(check.recheck_of)
     else:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import git
 import pytest
@@ -17,7 +18,7 @@ from ledger import CandidateRecord, Ledger, Record, VerdictRecord
 from orchestrator import service
 from orchestrator.events import EventKind, InheritedCheck, Stage
 from orchestrator.regime_scores import inherited_failures
-from orchestrator.state import derive_state
+from orchestrator.state import CHECK_ATTEMPTS, derive_state
 from tests.orchestrator.conftest import (
     ListReporter,
     config_digest,
@@ -37,6 +38,11 @@ WRONG_WHEN_TALL = (
     "            return (a @ b) @ c + 1.0\n"
 )
 FAILED_INPUTS = TrialSpec(seed=4321, padding_ratio=0.0, input_scale=1.0)
+# Never returns on tall inputs: a judge of it there ends at its time limit (TIMEOUT).
+HANGS_WHEN_TALL = (
+    "        while a.shape[0] > 512:  # planted: this candidate never ends on tall inputs\n"
+    "            a = a + 0.0\n"
+)
 
 
 @pytest.fixture(scope="module")
@@ -145,11 +151,16 @@ def _failed_on_tall(commit: tuple[str, str], parent: str, step: int, idea: str) 
     ]
 
 
-def _go_on(run: Path) -> tuple[ListReporter, list[InheritedCheck]]:
+def _go_on(run: Path, **overrides: Any) -> tuple[ListReporter, list[InheritedCheck]]:
     """The same run again, allowed no new candidate: only what is due between steps runs."""
     reporter = ListReporter()
     settings = fast_settings(
-        run, workload="matchain", max_candidates=3, verify_frontier=False, check_feasibility=False
+        run,
+        workload="matchain",
+        max_candidates=3,
+        verify_frontier=False,
+        check_feasibility=False,
+        **overrides,
     )
     service.run_search(settings, reporter)
     with Ledger.open_path(run / "ledger.sqlite", create=False) as ledger:
@@ -221,8 +232,8 @@ def test_a_change_that_reaches_the_failed_config_is_not_checked(
 def _plant_chain(run: Path, wrong_in: str) -> tuple[str, str, str, str]:
     """Frontiers B (on the run's frontier) and P (B with a dispatch block), both promoted,
     and P's child C that changed r1 only and failed 'tall' on FAILED_INPUTS. ``wrong_in``
-    'grand': B is wrong on tall and P runs B's code there; 'parent': only P is wrong there
-    (frontier before B, B, P, C)."""
+    'grand': B is wrong on tall and P runs B's code there; 'parent': only P is wrong there;
+    'parent, grand hangs': so is P, and B never ends there (frontier before B, B, P, C)."""
     repo = git.Repo(run / "repo")
     with Ledger.open_path(run / "ledger.sqlite", create=False) as ledger:
         state = derive_state(ledger)
@@ -231,10 +242,12 @@ def _plant_chain(run: Path, wrong_in: str) -> tuple[str, str, str, str]:
         anchor = '        if chosen["middle_layout"] == "contiguous":\n'
         wrong = source.replace(anchor, WRONG_WHEN_TALL + anchor, 1)
         grand_source = wrong if wrong_in == "grand" else source
+        if wrong_in == "parent, grand hangs":
+            grand_source = source.replace(anchor, HANGS_WHEN_TALL + anchor, 1)
         grand, grand_tree = _commit(repo, before, grand_source, "planted/grand")
         defaults = read_tunables(grand_source)
         parent_source = write_dispatch(
-            wrong if wrong_in == "parent" else grand_source,
+            wrong if wrong_in.startswith("parent") else grand_source,
             [Regime(name="r1", tunables={**defaults}, source_sha=grand)],
             TREE,
         )
@@ -299,3 +312,24 @@ def test_a_restored_frontier_that_passes_the_inputs_stands(searched: Path, tmp_p
     assert state.frontier_sha == grand and state.demoted == {parent}
     assert state.rechecked == {grand: {checks[0].step}}
     assert any("frontier recheck" in line and "it stands" in line for line in reporter.lines)
+
+
+def test_a_recheck_the_judge_does_not_answer_runs_again_and_is_never_held_against_it(
+    searched: Path, tmp_path: Path
+) -> None:
+    # P fails its child's inputs and is demoted; the restored B never ends on them: each
+    # recheck is cut by its time limit, which says nothing of B. It runs CHECK_ATTEMPTS times,
+    # then counts as done; B stands.
+    run = tmp_path / "run"
+    shutil.copytree(searched, run)
+    _, grand, parent, _ = _plant_chain(run, wrong_in="parent, grand hangs")
+    reporter, checks = _go_on(run, eval_timeout_s=25.0)
+    assert [(c.parent_sha, c.outcome, c.parent_failed, c.infrastructure) for c in checks] == [
+        (parent, "incorrect", True, False),
+        *[(grand, "timeout", False, True)] * CHECK_ATTEMPTS,
+    ]
+    with Ledger.open_path(run / "ledger.sqlite", create=False) as ledger:
+        state = derive_state(ledger)
+    assert state.frontier_sha == grand and state.demoted == {parent}
+    assert state.rechecked == {grand: {checks[0].step}}
+    assert sum("says nothing of it" in line for line in reporter.lines) == CHECK_ATTEMPTS
