@@ -22,7 +22,7 @@ from harness.models import (
 )
 from harness.runner import RunnerSettings, run_evaluation
 from harness.trials import correctness_trials, new_salt, recheck_trials
-from kernels.workload import Workload
+from kernels.workload import TrialSpec, Workload
 from ledger import FingerprintRecord, MeasurementRecord, Record
 from orchestrator.device_wait import wait_for_device
 from orchestrator.events import ConfigSummary, EvaluationSummary, EventKind, Stage
@@ -106,6 +106,8 @@ class StageRequest:
     config_weights: dict[str, float]
     attempt: int = 0  # > 0: measured again (an earlier sweep tainted, an earlier screen cut)
     time_limit_s: float | None = None  # the stage's own cap (None: the runner's)
+    # Inputs judged besides the fresh ones: those that demoted frontiers (state.regression_trials)
+    regression_trials: tuple[TrialSpec, ...] = ()
 
     @property
     def name(self) -> str:
@@ -127,6 +129,11 @@ def commit_arm(judging: Judging, name: str, sha: str, work: Path) -> ArmSpec:
     )
 
 
+def _with_regressions(trials: list[TrialSpec], job: StageRequest) -> list[TrialSpec]:
+    """The stage's trials, then the regression inputs none of them repeats."""
+    return [*trials, *(t for t in job.regression_trials if t not in trials)]
+
+
 def build_request(judging: Judging, job: StageRequest) -> EvaluationRequest:
     """Materialize every arm's tree and describe the evaluation for the judge."""
     work = judging.evals_dir / f"step-{job.step:05d}-{job.name}"
@@ -145,7 +152,7 @@ def build_request(judging: Judging, job: StageRequest) -> EvaluationRequest:
         config_ids=job.config_ids,
         arms=arms,
         judged_arm="candidate",
-        trials=correctness_trials(judging.workload.official_trials, salt),
+        trials=_with_regressions(correctness_trials(judging.workload.official_trials, salt), job),
         recheck_trials=recheck_trials(salt) if job.timing else [],
         oracle_config_ids=oracle_ids,
         device_peaks=judging.device_peaks,

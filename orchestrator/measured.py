@@ -112,6 +112,7 @@ def plan_screen(ctx: LoopContext, state: SearchState, step: StepView) -> StagePl
         config_weights=state.config_weights,
         time_limit_s=screen_time_limit(ctx.settings),
         attempt=step.timed_out_screens,
+        regression_trials=state.regression_trials(),
     )
     return plan_stage(ctx, job, state.frontier_sha, None)
 
@@ -319,6 +320,7 @@ def plan_sweep(ctx: LoopContext, state: SearchState, job: SweepJob) -> StagePlan
         timing=ctx.settings.sweep_timing or default_timing(ctx.device, "sweep"),
         config_weights=state.config_weights,
         attempt=attempt,
+        regression_trials=state.regression_trials(),
     )
     return plan_stage(ctx, stage_job, state.frontier_sha, riding)
 

@@ -30,6 +30,9 @@ EXPANDABLE = frozenset({Verdict.PROMOTED, Verdict.REJECTED, Verdict.INCONCLUSIVE
 # (infrastructure) before its inputs count as checked: a frontier must not stand unchecked
 # on a flaky run, nor the loop retry a device that never answers.
 CHECK_ATTEMPTS = 2
+# Inputs that demoted frontiers, judged in every later screen and sweep besides the fresh ones:
+# the newest this many (each costs one more trial per config judged).
+REGRESSION_TRIALS = 4
 
 
 @dataclass
@@ -181,6 +184,17 @@ class SearchState:
     def constraints(self) -> list[str]:
         """CONSTRAINTs in force (retracted ones left out)."""
         return list(self.constraint_messages.values())
+
+    def regression_trials(self) -> tuple[TrialSpec, ...]:
+        """The inputs that demoted frontiers, newest first, each once (at most
+        REGRESSION_TRIALS): a candidate carrying code known to fail them fails its screen or
+        sweep, where fresh inputs alone miss it one time in many (run 20 promoted such
+        config-6 code again after three demotions)."""
+        kept: dict[str, TrialSpec] = {}
+        for step in sorted(self.demotion_inputs, reverse=True):
+            for trial in self.demotion_inputs[step][2]:
+                kept.setdefault(trial.model_dump_json(), trial)
+        return tuple(kept.values())[:REGRESSION_TRIALS]
 
     def pending_verification(self) -> tuple[str, str] | None:
         """(frontier, the frontier it replaced) when the current frontier was never verified."""

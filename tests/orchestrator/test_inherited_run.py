@@ -17,6 +17,8 @@ from kernels.workload import TrialSpec
 from ledger import CandidateRecord, Ledger, Record, VerdictRecord
 from orchestrator import service
 from orchestrator.events import EventKind, InheritedCheck, Stage
+from orchestrator.loop import current_state
+from orchestrator.measured import SweepJob, plan_sweep, run_plan
 from orchestrator.regime_scores import inherited_failures
 from orchestrator.state import CHECK_ATTEMPTS, derive_state
 from tests.orchestrator.conftest import (
@@ -38,6 +40,11 @@ WRONG_WHEN_TALL = (
     "            return (a @ b) @ c + 1.0\n"
 )
 FAILED_INPUTS = TrialSpec(seed=4321, padding_ratio=0.0, input_scale=1.0)
+# Wrong on FAILED_INPUTS' tall factors only (their first element), right on any other draw.
+WRONG_ON_FAILED_INPUTS = (
+    "        if a.shape[0] > 512 and bool((a[0, 0] + 0.0147374849).abs() < 1e-8):  # planted\n"
+    "            return (a @ b) @ c + 1.0\n"
+)
 # Never returns on tall inputs: a judge of it there ends at its time limit (TIMEOUT).
 HANGS_WHEN_TALL = (
     "        while a.shape[0] > 512:  # planted: this candidate never ends on tall inputs\n"
@@ -333,3 +340,31 @@ def test_a_recheck_the_judge_does_not_answer_runs_again_and_is_never_held_agains
     assert state.frontier_sha == grand and state.demoted == {parent}
     assert state.rechecked == {grand: {checks[0].step}}
     assert sum("says nothing of it" in line for line in reporter.lines) == CHECK_ATTEMPTS
+
+
+def test_inputs_that_demoted_a_frontier_judge_every_later_sweep(
+    searched: Path, tmp_path: Path
+) -> None:
+    # After B and P are demoted on FAILED_INPUTS, a candidate wrong on exactly those inputs
+    # (and right on every fresh one) fails its sweep there.
+    run = tmp_path / "run"
+    shutil.copytree(searched, run)
+    before, *_ = _plant_chain(run, wrong_in="grand")
+    _go_on(run)
+    repo = git.Repo(run / "repo")
+    source = repo.git.show(f"{before}:candidate.py")
+    anchor = '        if chosen["middle_layout"] == "contiguous":\n'
+    picky, _ = _commit(repo, before, source.replace(anchor, WRONG_ON_FAILED_INPUTS + anchor), "p")
+    settings = fast_settings(
+        run, workload="matchain", verify_frontier=False, check_feasibility=False
+    )
+    ctx = service.prepare_run(settings, ListReporter()).ctx
+    state = current_state(ctx)
+    assert state.regression_trials() == (FAILED_INPUTS,)
+    plan = plan_sweep(ctx, state, SweepJob(state.next_step, picky, before))
+    assert plan.request.trials[-1] == FAILED_INPUTS
+    assert plan.request.trials.count(FAILED_INPUTS) == 1
+    tall = run_plan(ctx, plan).config("tall")
+    assert tall is not None and not tall.correct
+    assert [t.trial for t in tall.trials if not t.passed] == [FAILED_INPUTS]
+    ctx.ledger.close()
