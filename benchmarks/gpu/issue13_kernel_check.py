@@ -4,7 +4,9 @@ Each variant of the seed (fused Triton layers + CUDA graph, then one schedule tu
 is checked on the official trials plus padded and rescaled ones, and timed under the organizer
 protocol beside the eager reference. A check of the kernels, not a search result: nothing here
 sets a prior or a default. Usage: python benchmarks/gpu/issue13_kernel_check.py OUT.md [CONFIGS
-[schedule|heads|weight-loads|precision|torch-path|compile]] (the variant set; schedule by default)
+[schedule|heads|weight-loads|precision|torch-path|compile [TRIALS]]] (the variant set; schedule
+by default; TRIALS: more inputs to check, SEED:PADDING:SCALE,... e.g. the ones a run's ledger
+recorded as demoting a frontier)
 """
 
 from __future__ import annotations
@@ -122,6 +124,22 @@ TRIALS = [TrialSpec(seed=s) for s in range(1234, 1239)] + [
 ]
 
 
+def parse_trials(text: str) -> list[TrialSpec]:
+    """SEED:PADDING:SCALE,... as TrialSpecs (the usage line's TRIALS)."""
+    trials = []
+    for item in filter(None, text.split(",")):
+        parts = item.split(":")
+        if len(parts) != 3:
+            raise SystemExit(
+                f"trial {item!r}: expected SEED:PADDING:SCALE, e.g. 373791598:0.25:0.5"
+            )
+        seed, padding, scale = parts
+        trials.append(
+            TrialSpec(seed=int(seed), padding_ratio=float(padding), input_scale=float(scale))
+        )
+    return trials
+
+
 def check(
     seed: object, config_id: str, tunables: dict[str, str]
 ) -> tuple[int, float, float, float, float]:
@@ -162,11 +180,13 @@ def main() -> None:
     if not torch.cuda.is_available():
         raise SystemExit("the kernel check needs a CUDA device (none is visible)")
     variants = VARIANT_SETS[chosen]
+    if len(sys.argv) > 4:
+        TRIALS.extend(parse_trials(sys.argv[4]))
     prepare_process("cuda")
     seed = load_candidate(track3_workload().seed_entry(), "seed13")
     lines = [
-        "| config | variant | failed elements (9 trials) | max abs err | tolerance used "
-        "| eager ms | variant ms | x eager |",
+        f"| config | variant | failed elements ({len(TRIALS)} trials) | max abs err "
+        "| tolerance used | eager ms | variant ms | x eager |",
         "|---|---|---:|---:|---:|---:|---:|---:|",
     ]
     seen: set[int] = set()

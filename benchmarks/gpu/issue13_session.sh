@@ -16,10 +16,11 @@
 #         alone took 29-52 s a config on 2026-12-03). SECONDS bounds the benchmark itself: the
 #         configs finished by then are kept in bench.json and rendered to bench.md. Join two
 #         commands' bench.json here: python benchmarks/track3_h200.py --merge A B --out ...)
-#     bash benchmarks/gpu/issue13_session.sh check [CONFIGS [SET [SECONDS]]]   (the fused
+#     bash benchmarks/gpu/issue13_session.sh check [CONFIGS [SET [SECONDS [TRIALS]]]]   (the fused
 #         kernels' variant SET, precision by default, on CONFIGS, 1,7,2,13 by default, each
 #         checked on the gate and timed beside eager: benchmarks/gpu/issue13_kernel_check.py,
-#         from the clean archive like the rest; $OUT/check-SET.md)
+#         from the clean archive like the rest; $OUT/check-SET.md; TRIALS SEED:PADDING:SCALE,...
+#         adds inputs, e.g. those a ledger recorded as demoting a frontier)
 # `resume` goes on with /tmp/run (a warm machine) or with build/issue13/run.tgz (carried).
 # A resume whose MINUTES end inside the call then checks the frontier on config 14 (129 s on the
 # H200 in run 17; past 147 s on an H100 in run 19): set KILL_S at least that far past the run's
@@ -42,7 +43,7 @@ source benchmarks/gpu/clean_checkout.sh
 
 if [ "$mode" = check ]; then
     timeout "${4:-540}" python3 benchmarks/gpu/issue13_kernel_check.py "$OUT/check-${3:-precision}.md" \
-        "${2:-1,7,2,13}" "${3:-precision}" 2>&1 | tail -40
+        "${2:-1,7,2,13}" "${3:-precision}" ${5:+"$5"} 2>&1 | tail -40
     exit 0
 fi
 
