@@ -1726,7 +1726,7 @@ TUNABLE_SPACE = {
 
 # --- ratchet:tunables (the offline expander rewrites this block) ---
 TUNABLES = {
-    "qkv_projection": "packed",
+    "qkv_projection": "separate",
     "head_layout": "contiguous",
     "attention": "explicit",
     "causal_mask": "rebuild",
@@ -1734,12 +1734,12 @@ TUNABLES = {
     "padding_mask": "masked_fill",
     "matmul_precision": "fp32",
     "gelu": "erf",
-    "fused_kernel": "triton",
+    "fused_kernel": "none",
     "fused_boundary": "layer",
     "fused_rows": "auto",
     "fused_warps": "auto",
-    "fused_keys": "32",
-    "fused_ffn_block": "64",
+    "fused_keys": "auto",
+    "fused_ffn_block": "auto",
     "fused_stages": "auto",
     "fused_min_width": "16",
     "fused_projection_operands": "fp16",
@@ -1755,73 +1755,12 @@ TUNABLES = {
 # --- end ratchet:tunables ---
 
 # --- ratchet:dispatch (the composition step rewrites this block) ---
-REGIMES = {
-    # measured as candidate 1ea2dea1660e
-    "r1": {
-        "qkv_projection": "packed",
-        "head_layout": "strided",
-        "attention": "sdpa",
-        "causal_mask": "rebuild",
-        "score_scale": "baddbmm",
-        "padding_mask": "masked_fill",
-        "matmul_precision": "fp16",
-        "gelu": "erf",
-        "fused_kernel": "triton",
-        "fused_boundary": "layer",
-        "fused_rows": "auto",
-        "fused_warps": "auto",
-        "fused_keys": "32",
-        "fused_ffn_block": "64",
-        "fused_stages": "auto",
-        "fused_min_width": "16",
-        "fused_projection_operands": "fp16",
-        "fused_attention_operands": "fp16",
-        "fused_ffn_operands": "fp16",
-        "fused_weight_loads": "in_order",
-        "fused_softmax": "online",
-        "fused_heads": "batched",
-        "batch_chunk": "none",
-        "whole_model_compile": "none",
-        "graph_capture": "cuda_graph",
-    },
-    # measured as candidate 732120cb579c
-    "r2": {
-        "qkv_projection": "packed",
-        "head_layout": "contiguous",
-        "attention": "explicit",
-        "causal_mask": "rebuild",
-        "score_scale": "baddbmm",
-        "padding_mask": "masked_fill",
-        "matmul_precision": "fp32",
-        "gelu": "erf",
-        "fused_kernel": "triton",
-        "fused_boundary": "separate",
-        "fused_rows": "auto",
-        "fused_warps": "auto",
-        "fused_keys": "32",
-        "fused_ffn_block": "64",
-        "fused_stages": "auto",
-        "fused_min_width": "16",
-        "fused_projection_operands": "fp16",
-        "fused_attention_operands": "fp16",
-        "fused_ffn_operands": "fp16",
-        "fused_weight_loads": "in_order",
-        "fused_softmax": "online",
-        "fused_heads": "batched",
-        "batch_chunk": "none",
-        "whole_model_compile": "none",
-        "graph_capture": "cuda_graph",
-    },
-}
+REGIMES: dict[str, dict[str, str]] = {}
 
 
 def choose_regime(sizes):
     """The REGIMES entry that serves inputs of these sizes (None: TUNABLES)."""
-    if sizes.d_model < 362.03867196751236:
-        if sizes.seq_len < 362.03867196751236:
-            return None
-        return "r2"
-    return "r1"
+    return None
 
 
 # --- end ratchet:dispatch ---
