@@ -142,14 +142,17 @@ def parse_trials(text: str) -> list[TrialSpec]:
     trials = []
     for item in filter(None, text.split(",")):
         parts = item.split(":")
-        if len(parts) != 3:
+        try:
+            if len(parts) != 3:
+                raise ValueError(item)
+            seed, padding, scale = int(parts[0]), float(parts[1]), float(parts[2])
+            trial = TrialSpec(seed=seed, padding_ratio=padding, input_scale=scale)
+        except ValueError:  # pydantic's ValidationError is one too
             raise SystemExit(
-                f"trial {item!r}: expected SEED:PADDING:SCALE, e.g. 373791598:0.25:0.5"
-            )
-        seed, padding, scale = parts
-        trials.append(
-            TrialSpec(seed=int(seed), padding_ratio=float(padding), input_scale=float(scale))
-        )
+                f"trial {item!r}: expected SEED:PADDING:SCALE (an integer and two numbers), "
+                "e.g. 373791598:0.25:0.5"
+            ) from None
+        trials.append(trial)
     return trials
 
 
