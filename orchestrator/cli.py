@@ -168,7 +168,7 @@ def _build_parser() -> argparse.ArgumentParser:
         "--unchecked",
         action="store_true",
         help="export even if the candidate has not passed the config set's feasibility configs "
-        "(the manifest says so)",
+        "or the inputs that demoted earlier frontiers (the manifest says so)",
     )
 
     judge = sub.add_parser("judge", allow_abbrev=False, **parser_texts("judge"))

@@ -18,6 +18,7 @@ from kernels.candidate_tree import CandidateTreeError, bundle_sources, write_tre
 from kernels.workload import HARMLESS_STDLIB, StaticPolicy, Workload
 from ledger import Ledger
 from orchestrator.events import EvaluationSummary, Stage
+from orchestrator.inherited import RegressionStatus, regression_status
 from orchestrator.state import CandidateView, SearchState, derive_state
 from orchestrator.workspace import RunPaths, open_repository, read_sources, resolve_sha
 from search import Verdict
@@ -93,6 +94,12 @@ class ExportManifest(BaseModel):
     )
     feasibility_configs: list[str] = Field(
         default_factory=list, description="The feasibility configs of the run's config set."
+    )
+    regression_inputs: str = Field(
+        default="none recorded",
+        description="On the inputs that demoted earlier frontiers of the run: passed, failed, "
+        "unanswered (its checks found no judge: it stands unchecked on them), not judged "
+        "(exported only with --unchecked), or none recorded.",
     )
     exported_at: str = Field(description="UTC time of the export.")
     ratchet_version: str = Field(description="Version of Ratchet that exported it.")
@@ -255,6 +262,20 @@ def _feasibility(
     return status, configs
 
 
+def _regression_inputs(state: SearchState, sha: str, unchecked: bool) -> str:
+    """What the candidate did on the inputs that demoted earlier frontiers; an error when it
+    failed them or was never judged on them, unless the user asked for an unchecked export."""
+    status = regression_status(state, sha)
+    if status in (RegressionStatus.FAILED, RegressionStatus.NOT_JUDGED) and not unchecked:
+        raise ExportError(
+            f"candidate {sha[:10]} is {status.value} on the inputs that demoted earlier "
+            "frontiers of this run: it is not exported as the frontier. A run judges its "
+            "frontier on them before it stops (run again to resume and check); or pass "
+            f"--unchecked to export it anyway, marked '{status.value}' in the manifest"
+        )
+    return status.value
+
+
 def export_candidate(
     run_dir: Path,
     ledger: Ledger,
@@ -279,6 +300,7 @@ def export_candidate(
             "to ship; export the frontier or another candidate that passed the sweep"
         )
     check_measured_tree(repo, cand.sha, cand.tree_sha)
+    regression_inputs = _regression_inputs(state, cand.sha, unchecked)
     feasibility, feasibility_configs = _feasibility(state, workload, cand.sha, unchecked)
     submission = build_submission(read_sources(repo, cand.sha), workload)
     sweep = _sweep_for(ledger, cand.sha)
@@ -310,6 +332,7 @@ def export_candidate(
         ledger_head=f"{head_seq}:{head_hash}",
         feasibility=feasibility,
         feasibility_configs=feasibility_configs,
+        regression_inputs=regression_inputs,
         exported_at=datetime.now(UTC).isoformat(timespec="seconds"),
         ratchet_version=_version(),
     )

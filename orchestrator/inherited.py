@@ -13,6 +13,7 @@ charged with the failure.
 
 from __future__ import annotations
 
+import enum
 import secrets
 from pathlib import Path
 
@@ -184,6 +185,33 @@ def recheck_frontier(
     )
     _record_check(ctx, check, reason, f"  frontier recheck: {frontier[:10]} {said}")
     return check
+
+
+class RegressionStatus(enum.StrEnum):
+    """What a candidate did on the inputs that demoted earlier frontiers of its run."""
+
+    PASSED = "passed"
+    FAILED = "failed"
+    UNANSWERED = "unanswered"  # its checks ran, the judge never answered: unchecked on them
+    NOT_JUDGED = "not judged"
+    NONE_RECORDED = "none recorded"
+
+
+def regression_status(state: SearchState, sha: str) -> RegressionStatus:
+    """The candidate's standing on the inputs that demoted other frontiers (a frontier is
+    judged on them before the run stops; one exported earlier may not have been)."""
+    if sha in state.inherited_misses:
+        return RegressionStatus.FAILED
+    due = {step for step, inputs in state.demotion_inputs.items() if inputs[0] != sha}
+    if not due:
+        return RegressionStatus.NONE_RECORDED
+    if not due <= state.rechecked.get(sha, set()):
+        return RegressionStatus.NOT_JUDGED
+    unanswered = any(
+        judged == sha and runs >= CHECK_ATTEMPTS
+        for (judged, _), runs in state.unanswered_checks.items()
+    )
+    return RegressionStatus.UNANSWERED if unanswered else RegressionStatus.PASSED
 
 
 def said_nothing(result: EvaluationResult) -> bool:

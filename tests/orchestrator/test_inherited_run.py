@@ -17,6 +17,7 @@ from kernels.workload import TrialSpec
 from ledger import CandidateRecord, Ledger, Record, VerdictRecord
 from orchestrator import service
 from orchestrator.events import EventKind, InheritedCheck, Stage
+from orchestrator.export import ExportError
 from orchestrator.loop import current_state
 from orchestrator.measured import SweepJob, plan_sweep, run_plan
 from orchestrator.regime_scores import inherited_failures
@@ -303,6 +304,13 @@ def test_a_frontier_that_stands_again_is_judged_on_the_inputs_that_demoted_its_s
     assert any("frontier recheck" in line and "demoted" in line for line in reporter.lines)
     _, again = _go_on(run)  # each frontier judged once on those inputs, never again
     assert len(again) == 3
+    # (unchecked: these runs skip the feasibility check, which export asks for too)
+    exported = service.export(run, None, tmp_path / "out", unchecked=True)
+    assert exported.regression_inputs == "passed"
+    with pytest.raises(ExportError, match="is failed on the inputs that demoted"):
+        service.export(run, grand, tmp_path / "demoted")
+    marked = service.export(run, grand, tmp_path / "marked", unchecked=True)
+    assert marked.regression_inputs == "failed"
 
 
 def test_a_restored_frontier_that_passes_the_inputs_stands(searched: Path, tmp_path: Path) -> None:
@@ -340,6 +348,8 @@ def test_a_recheck_the_judge_does_not_answer_runs_again_and_is_never_held_agains
     assert state.frontier_sha == grand and state.demoted == {parent}
     assert state.rechecked == {grand: {checks[0].step}}
     assert sum("says nothing of it" in line for line in reporter.lines) == CHECK_ATTEMPTS
+    exported = service.export(run, None, tmp_path / "out", unchecked=True)
+    assert exported.regression_inputs == "unanswered"
 
 
 def test_inputs_that_demoted_a_frontier_judge_every_later_sweep(
