@@ -266,14 +266,22 @@ def _regression_inputs(state: SearchState, sha: str, unchecked: bool) -> str:
     """What the candidate did on the inputs that demoted earlier frontiers; an error when it
     failed them or was never judged on them, unless the user asked for an unchecked export."""
     status = regression_status(state, sha)
-    if status in (RegressionStatus.FAILED, RegressionStatus.NOT_JUDGED) and not unchecked:
-        raise ExportError(
-            f"candidate {sha[:10]} is {status.value} on the inputs that demoted earlier "
-            "frontiers of this run: it is not exported as the frontier. A run judges its "
-            "frontier on them before it stops (run again to resume and check); or pass "
-            f"--unchecked to export it anyway, marked '{status.value}' in the manifest"
+    if unchecked or status not in (RegressionStatus.FAILED, RegressionStatus.NOT_JUDGED):
+        return status.value
+    if status is RegressionStatus.FAILED:
+        what = (
+            f"candidate {sha[:10]} failed the inputs that demoted earlier frontiers of this run "
+            "(its inherited check in the ledger): export the run's frontier instead"
         )
-    return status.value
+    else:
+        what = (
+            f"candidate {sha[:10]} was not judged on the inputs that demoted earlier frontiers "
+            "of this run: a run judges its frontier on them before it stops (run again to "
+            "resume and check)"
+        )
+    raise ExportError(
+        f"{what}; or pass --unchecked to export it anyway, marked '{status.value}' in the manifest"
+    )
 
 
 def export_candidate(

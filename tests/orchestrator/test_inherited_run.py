@@ -307,7 +307,7 @@ def test_a_frontier_that_stands_again_is_judged_on_the_inputs_that_demoted_its_s
     # (unchecked: these runs skip the feasibility check, which export asks for too)
     exported = service.export(run, None, tmp_path / "out", unchecked=True)
     assert exported.regression_inputs == "passed"
-    with pytest.raises(ExportError, match="is failed on the inputs that demoted"):
+    with pytest.raises(ExportError, match="failed the inputs that demoted earlier frontiers"):
         service.export(run, grand, tmp_path / "demoted")
     marked = service.export(run, grand, tmp_path / "marked", unchecked=True)
     assert marked.regression_inputs == "failed"
