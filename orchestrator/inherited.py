@@ -16,6 +16,7 @@ from __future__ import annotations
 import enum
 import secrets
 from pathlib import Path
+from typing import Any
 
 from agents.regimes import changed_settings
 from agents.tunables import TunablesError
@@ -109,20 +110,13 @@ def check_inherited(
         parent_sha=parent,
         configs=sorted(configs),
         trials=trials,
-        outcome=judged.outcome.value,
-        parent_failed=judged.outcome is Outcome.INCORRECT,
-        message=judged.message.strip()[:500],
-        infrastructure=said_nothing(judged),
+        **_judge_said(judged),
     )
     reason = (
         f"fails config(s) {where} on the inputs its child {child[:10]} (step {number}) "
         f"failed there with its code: {check.message[:300]}"
     )
-    said = (
-        "fails them too: demoted, the previous frontier stands"
-        if check.parent_failed
-        else _unanswered(check) or f"{judged.outcome.value}: the failure stays the child's"
-    )
+    said = _outcome_line(check, "the failure stays the child's")
     _record_check(ctx, check, reason, f"  inherited check: {parent[:10]} {said}")
     return check
 
@@ -168,21 +162,14 @@ def recheck_frontier(
         parent_sha=frontier,
         configs=_failed_configs(judged) or configs,
         trials=trials,
-        outcome=judged.outcome.value,
-        parent_failed=judged.outcome is Outcome.INCORRECT,
-        message=judged.message.strip()[:500],
         recheck_of=steps,
-        infrastructure=said_nothing(judged),
+        **_judge_said(judged),
     )
     reason = (
         f"fails config(s) {where} on the inputs that demoted {demoted[:10]} (step "
         f"{steps[-1]}'s check): {check.message[:300]}"
     )
-    said = (
-        "fails them too: demoted, the previous frontier stands"
-        if check.parent_failed
-        else _unanswered(check) or f"{judged.outcome.value}: it stands"
-    )
+    said = _outcome_line(check, "it stands")
     _record_check(ctx, check, reason, f"  frontier recheck: {frontier[:10]} {said}")
     return check
 
@@ -220,14 +207,27 @@ def said_nothing(result: EvaluationResult) -> bool:
     return result.judge_failed or result.outcome in (Outcome.NO_RUN, Outcome.TIMEOUT)
 
 
-def _unanswered(check: InheritedCheck) -> str | None:
-    """What the run's log says of a check the judge did not answer (None: it answered)."""
-    if not check.infrastructure:
-        return None
-    return (
-        f"{check.outcome} ({check.message[:120]}): says nothing of it, which stands; the "
-        f"check runs again, up to {CHECK_ATTEMPTS} such runs in all"
-    )
+def _judge_said(judged: EvaluationResult) -> dict[str, Any]:
+    """An InheritedCheck's fields that come from its judge run."""
+    return {
+        "outcome": judged.outcome.value,
+        "parent_failed": judged.outcome is Outcome.INCORRECT,
+        "message": judged.message.strip()[:500],
+        "infrastructure": said_nothing(judged),
+    }
+
+
+def _outcome_line(check: InheritedCheck, passed: str) -> str:
+    """What the run's log says of the check's outcome (``passed``: when the judged one stands
+    on an answer that is not a failure)."""
+    if check.parent_failed:
+        return "fails them too: demoted, the previous frontier stands"
+    if check.infrastructure:
+        return (
+            f"{check.outcome} ({check.message[:120]}): says nothing of it, which stands; the "
+            f"check runs again, up to {CHECK_ATTEMPTS} such runs in all"
+        )
+    return f"{check.outcome}: {passed}"
 
 
 def _failed_configs(result: EvaluationResult) -> list[str]:
