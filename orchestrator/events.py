@@ -143,7 +143,10 @@ class InheritedCheck(Payload):
     )
     trials: list[TrialSpec] = Field(description="The inputs that failed there, as drawn.")
     outcome: str = Field(description="Harness outcome of the parent's judge run.")
-    parent_failed: bool = Field(description="The parent failed them too: the failure is its.")
+    parent_failed: bool = Field(
+        description="The parent failed them too (wrong there, or its code raised, did not "
+        "compile, returned nothing or was refused on them): the failure is its."
+    )
     message: str = Field(description="Harness message of the parent's run.")
     recheck_of: list[int] = Field(
         default_factory=list,

@@ -207,11 +207,19 @@ def said_nothing(result: EvaluationResult) -> bool:
     return result.judge_failed or result.outcome in (Outcome.NO_RUN, Outcome.TIMEOUT)
 
 
+def failed_check(result: EvaluationResult) -> bool:
+    """The judged candidate failed the inputs: wrong there, or its own code raised, did not
+    compile, returned nothing or was refused by the judge on them. Only a pass and what says
+    nothing of it (said_nothing) leave it standing: code that crashes on inputs a run has
+    drawn is no more correct on them than code that is wrong there."""
+    return result.outcome is not Outcome.PASSED and not said_nothing(result)
+
+
 def _judge_said(judged: EvaluationResult) -> dict[str, Any]:
     """An InheritedCheck's fields that come from its judge run."""
     return {
         "outcome": judged.outcome.value,
-        "parent_failed": judged.outcome is Outcome.INCORRECT,
+        "parent_failed": failed_check(judged),
         "message": judged.message.strip()[:500],
         "infrastructure": said_nothing(judged),
     }
@@ -221,7 +229,8 @@ def _outcome_line(check: InheritedCheck, passed: str) -> str:
     """What the run's log says of the check's outcome (``passed``: when the judged one stands
     on an answer that is not a failure)."""
     if check.parent_failed:
-        return "fails them too: demoted, the previous frontier stands"
+        how = "" if check.outcome == Outcome.INCORRECT.value else f" ({check.outcome})"
+        return f"fails them too{how}: demoted, the previous frontier stands"
     if check.infrastructure:
         return (
             f"{check.outcome} ({check.message[:120]}): says nothing of it, which stands; the "

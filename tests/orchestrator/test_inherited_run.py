@@ -51,6 +51,11 @@ HANGS_WHEN_TALL = (
     "        while a.shape[0] > 512:  # planted: this candidate never ends on tall inputs\n"
     "            a = a + 0.0\n"
 )
+# Raises on tall inputs: its own code fails there (RUNTIME_ERROR), no answer of the judge's.
+RAISES_WHEN_TALL = (
+    "        if a.shape[0] > 512:  # planted: this candidate raises on tall inputs\n"
+    "            raise RuntimeError('planted: no tall inputs here')\n"
+)
 
 
 @pytest.fixture(scope="module")
@@ -241,7 +246,8 @@ def _plant_chain(run: Path, wrong_in: str) -> tuple[str, str, str, str]:
     """Frontiers B (on the run's frontier) and P (B with a dispatch block), both promoted,
     and P's child C that changed r1 only and failed 'tall' on FAILED_INPUTS. ``wrong_in``
     'grand': B is wrong on tall and P runs B's code there; 'parent': only P is wrong there;
-    'parent, grand hangs': so is P, and B never ends there (frontier before B, B, P, C)."""
+    'parent, grand hangs' ('raises'): so is P, and B never ends (raises) there (frontier
+    before B, B, P, C)."""
     repo = git.Repo(run / "repo")
     with Ledger.open_path(run / "ledger.sqlite", create=False) as ledger:
         state = derive_state(ledger)
@@ -252,6 +258,8 @@ def _plant_chain(run: Path, wrong_in: str) -> tuple[str, str, str, str]:
         grand_source = wrong if wrong_in == "grand" else source
         if wrong_in == "parent, grand hangs":
             grand_source = source.replace(anchor, HANGS_WHEN_TALL + anchor, 1)
+        if wrong_in == "parent, grand raises":
+            grand_source = source.replace(anchor, RAISES_WHEN_TALL + anchor, 1)
         grand, grand_tree = _commit(repo, before, grand_source, "planted/grand")
         defaults = read_tunables(grand_source)
         parent_source = write_dispatch(
@@ -350,6 +358,29 @@ def test_a_recheck_the_judge_does_not_answer_runs_again_and_is_never_held_agains
     assert sum("says nothing of it" in line for line in reporter.lines) == CHECK_ATTEMPTS
     exported = service.export(run, None, tmp_path / "out", unchecked=True)
     assert exported.regression_inputs == "unanswered"
+
+
+def test_a_restored_frontier_whose_code_raises_on_the_inputs_is_demoted_too(
+    searched: Path, tmp_path: Path
+) -> None:
+    # P is demoted for failing its child's inputs; the restored B raises on them: its own
+    # code's failure there, not the judge's silence, so B goes too and the frontier before B,
+    # which passes them, stands.
+    run = tmp_path / "run"
+    shutil.copytree(searched, run)
+    before, grand, parent, _ = _plant_chain(run, wrong_in="parent, grand raises")
+    reporter, checks = _go_on(run)
+    assert [(c.parent_sha, c.outcome, c.parent_failed, c.infrastructure) for c in checks] == [
+        (parent, "incorrect", True, False),
+        (grand, "runtime_error", True, False),
+        (before, "passed", False, False),
+    ]
+    with Ledger.open_path(run / "ledger.sqlite", create=False) as ledger:
+        state = derive_state(ledger)
+    assert state.frontier_sha == before and {parent, grand} <= state.demoted
+    assert any("fails them too (runtime_error): demoted" in line for line in reporter.lines)
+    marked = service.export(run, grand, tmp_path / "marked", unchecked=True)
+    assert marked.regression_inputs == "failed"
 
 
 def test_inputs_that_demoted_a_frontier_judge_every_later_sweep(
