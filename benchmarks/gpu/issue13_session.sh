@@ -18,9 +18,11 @@
 #         commands' bench.json here: python benchmarks/track3_h200.py --merge A B --out ...)
 #         The compile arm's Inductor and Triton caches come back as $OUT/compile-cache.tgz;
 #         copied here to build/compile-cache.tgz and carried, the next bench starts from them
-#         (the arm compiles the reference, the same graphs whatever the frontier; only its
-#         first call, never a timed one, gets shorter, and a cache of other software or another
-#         card misses and compiles as before)
+#         (the arm compiles the reference, the same graphs whatever the frontier; its first
+#         call, never a timed one, gets shorter, and a cache of other software or another card
+#         misses and compiles as before). Opt-in: with the cache the arm runs the kernels the
+#         earlier bench's max-autotune chose on that card model instead of autotuning afresh,
+#         which a page using it says (first_call_s in bench.json shows the hits)
 #     bash benchmarks/gpu/issue13_session.sh check [CONFIGS [SET [SECONDS [TRIALS]]]]   (the fused
 #         kernels' variant SET, precision by default, on CONFIGS, 1,7,2,13 by default, each
 #         checked on the gate and timed beside eager: benchmarks/gpu/issue13_kernel_check.py,
