@@ -72,3 +72,17 @@ def test_extra_inputs_parse_and_a_malformed_one_names_the_format(kernel_check: M
     ]
     with pytest.raises(SystemExit, match="expected SEED:PADDING:SCALE"):
         kernel_check.parse_trials("373791598:0.25")
+
+
+def test_several_sets_run_as_one_table_and_an_unknown_one_names_the_known(
+    kernel_check: ModuleType,
+) -> None:
+    both = kernel_check.chosen_variants("softmax,precision-groups")
+    softmax = kernel_check.VARIANT_SETS["softmax"]
+    groups = kernel_check.VARIANT_SETS["precision-groups"]
+    assert list(both) == list(softmax) + [name for name in groups if name not in softmax]
+    assert kernel_check.chosen_variants("softmax") == softmax
+    with pytest.raises(SystemExit, match=r"unknown variant set\(s\) \['sofmax'\]; known: "):
+        kernel_check.chosen_variants("sofmax,precision")
+    with pytest.raises(SystemExit, match="comma-separated"):
+        kernel_check.chosen_variants(",")

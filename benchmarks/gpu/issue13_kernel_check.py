@@ -4,9 +4,10 @@ Each variant of the seed (fused Triton layers + CUDA graph, then one schedule tu
 is checked on the official trials plus padded and rescaled ones, and timed under the organizer
 protocol beside the eager reference. A check of the kernels, not a search result: nothing here
 sets a prior or a default. Usage: python benchmarks/gpu/issue13_kernel_check.py OUT.md
-[CONFIGS [SET [TRIALS]]]; SET: schedule (the default), heads, softmax, weight-loads, precision,
-precision-groups, torch-path or compile; TRIALS: more inputs to check, SEED:PADDING:SCALE,...
-(e.g. the ones a run's ledger recorded as demoting a frontier)
+[CONFIGS [SET[,SET...] [TRIALS]]]; SET: schedule (the default), heads, softmax, weight-loads,
+precision, precision-groups, torch-path or compile (several comma-separated run as one table);
+TRIALS: more inputs to check, SEED:PADDING:SCALE,... (e.g. the ones a run's ledger recorded as
+demoting a frontier)
 """
 
 from __future__ import annotations
@@ -146,6 +147,22 @@ TRIALS = [TrialSpec(seed=s) for s in range(1234, 1239)] + [
 ]
 
 
+def chosen_variants(text: str) -> dict[str, dict[str, str]]:
+    """SET or SET,SET,... as one ordered table of variants (a name two sets share runs once)."""
+    names = [name for name in text.split(",") if name]
+    unknown = [name for name in names if name not in VARIANT_SETS]
+    if not names or unknown:
+        raise SystemExit(
+            f"unknown variant set(s) {unknown or [text]}; known: {sorted(VARIANT_SETS)} "
+            "(one, or several comma-separated, e.g. softmax,precision-groups)"
+        )
+    variants: dict[str, dict[str, str]] = {}
+    for name in names:
+        for label, tunables in VARIANT_SETS[name].items():
+            variants.setdefault(label, tunables)
+    return variants
+
+
 def parse_trials(text: str) -> list[TrialSpec]:
     """SEED:PADDING:SCALE,... as TrialSpecs (the usage line's TRIALS)."""
     trials = []
@@ -192,19 +209,17 @@ def check(
 def main() -> None:
     if len(sys.argv) < 2:
         raise SystemExit(
-            "usage: issue13_kernel_check.py OUT.md [CONFIGS [SET]]; SET: " + "|".join(VARIANT_SETS)
+            "usage: issue13_kernel_check.py OUT.md [CONFIGS [SET[,SET...] [TRIALS]]]; SET: "
+            + "|".join(VARIANT_SETS)
         )
     out = Path(sys.argv[1])
     configs = sys.argv[2].split(",") if len(sys.argv) > 2 else ["2", "7", "1", "13", "6"]
-    chosen = sys.argv[3] if len(sys.argv) > 3 else "schedule"
-    if chosen not in VARIANT_SETS:
-        raise SystemExit(f"unknown variant set {chosen!r}; known: {sorted(VARIANT_SETS)}")
+    variants = chosen_variants(sys.argv[3] if len(sys.argv) > 3 else "schedule")
     unknown = [c for c in configs if c not in CONFIGS]
     if unknown:
         raise SystemExit(f"unknown configs {unknown}; known: {sorted(CONFIGS)}")
     if not torch.cuda.is_available():
         raise SystemExit("the kernel check needs a CUDA device (none is visible)")
-    variants = VARIANT_SETS[chosen]
     if len(sys.argv) > 4:
         TRIALS.extend(parse_trials(sys.argv[4]))
     prepare_process("cuda")

@@ -26,7 +26,8 @@
 #     bash benchmarks/gpu/issue13_session.sh check [CONFIGS [SET [SECONDS [TRIALS]]]]   (the fused
 #         kernels' variant SET, precision by default, on CONFIGS, 1,7,2,13 by default, each
 #         checked on the gate and timed beside eager: benchmarks/gpu/issue13_kernel_check.py,
-#         from the clean archive like the rest; $OUT/check-SET.md; TRIALS SEED:PADDING:SCALE,...
+#         from the clean archive like the rest; SET may be several, softmax,precision-groups,
+#         in one process; $OUT/check-SET.md (commas as _); TRIALS SEED:PADDING:SCALE,...
 #         adds inputs, e.g. those a ledger recorded as demoting a frontier)
 # `resume` goes on with /tmp/run (a warm machine) or with build/issue13/run.tgz (carried).
 # A resume whose MINUTES end inside the call then checks the frontier on config 14 (129 s on the
@@ -49,7 +50,9 @@ frontier_in=$(realpath -m "${2:-build/issue13}")
 source benchmarks/gpu/clean_checkout.sh
 
 if [ "$mode" = check ]; then
-    timeout "${4:-540}" python3 benchmarks/gpu/issue13_kernel_check.py "$OUT/check-${3:-precision}.md" \
+    # Several sets (a,b) in one process; a comma cannot name a file that comes back.
+    sets=${3:-precision}
+    timeout "${4:-540}" python3 benchmarks/gpu/issue13_kernel_check.py "$OUT/check-${sets//,/_}.md" \
         "${2:-1,7,2,13}" "${3:-precision}" ${5:+"$5"} 2>&1 | tail -40
     exit 0
 fi
