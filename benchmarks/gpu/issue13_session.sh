@@ -52,7 +52,8 @@ source benchmarks/gpu/clean_checkout.sh
 if [ "$mode" = check ]; then
     # Several sets (a,b) in one process; a comma cannot name a file that comes back.
     sets=${3:-precision}
-    timeout "${4:-540}" python3 benchmarks/gpu/issue13_kernel_check.py "$OUT/check-${sets//,/_}.md" \
+    timeout "${4:-540}" python3 benchmarks/gpu/issue13_kernel_check.py \
+        "$OUT/check-${sets//,/_}.md" \
         "${2:-1,7,2,13}" "${3:-precision}" ${5:+"$5"} 2>&1 | tail -40
     exit 0
 fi
@@ -100,7 +101,12 @@ fi
 rm -rf issue13-in && cp -r "$frontier_in" issue13-in
 cache=/tmp/compile-cache
 mkdir -p "$cache"
-[ -f "$root/build/compile-cache.tgz" ] && tar xzf "$root/build/compile-cache.tgz" -C "$cache"
+# A torn or foreign archive could leave half-written entries: then none of it is used.
+carried=$root/build/compile-cache.tgz
+if [ -f "$carried" ] && ! tar xzf "$carried" -C "$cache"; then
+    echo "build/compile-cache.tgz could not be unpacked: the compile arm compiles afresh" >&2
+    rm -rf "$cache" && mkdir -p "$cache"
+fi
 export TORCHINDUCTOR_CACHE_DIR=$cache/inductor TRITON_CACHE_DIR=$cache/triton
 frontier=issue13-in/frontier/submission.py
 [ -f "$frontier" ] || frontier=issue13-in/frontier-unchecked/submission.py
