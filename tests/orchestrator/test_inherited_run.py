@@ -283,14 +283,22 @@ def _plant_chain(run: Path, wrong_in: str) -> tuple[str, str, str, str]:
     return before, grand, parent, child
 
 
+def _chain_run(
+    searched: Path, tmp_path: Path, wrong_in: str
+) -> tuple[Path, tuple[str, str, str, str]]:
+    """A copy of the searched run with _plant_chain's four commits planted (``wrong_in`` as
+    there), and their shas."""
+    run = tmp_path / "run"
+    shutil.copytree(searched, run)
+    return run, _plant_chain(run, wrong_in)
+
+
 def test_a_frontier_that_stands_again_is_judged_on_the_inputs_that_demoted_its_successor(
     searched: Path, tmp_path: Path
 ) -> None:
     # P demoted for failing its child's inputs restores B, which runs the same failing code
     # on tall: B is judged on those inputs and demoted too; the frontier before B passes them.
-    run = tmp_path / "run"
-    shutil.copytree(searched, run)
-    before, grand, parent, _ = _plant_chain(run, wrong_in="grand")
+    run, (before, grand, parent, _) = _chain_run(searched, tmp_path, "grand")
     reporter, checks = _go_on(run)
     assert [(c.parent_sha, c.configs, c.parent_failed, bool(c.recheck_of)) for c in checks] == [
         (parent, ["tall"], True, False),
@@ -322,9 +330,7 @@ def test_a_frontier_that_stands_again_is_judged_on_the_inputs_that_demoted_its_s
 
 
 def test_a_restored_frontier_that_passes_the_inputs_stands(searched: Path, tmp_path: Path) -> None:
-    run = tmp_path / "run"
-    shutil.copytree(searched, run)
-    _, grand, parent, _ = _plant_chain(run, wrong_in="parent")
+    run, (_, grand, parent, _) = _chain_run(searched, tmp_path, "parent")
     reporter, checks = _go_on(run)
     assert [(c.parent_sha, c.parent_failed, c.recheck_of != []) for c in checks] == [
         (parent, True, False),
@@ -343,9 +349,7 @@ def test_a_recheck_the_judge_does_not_answer_runs_again_and_is_never_held_agains
     # P fails its child's inputs and is demoted; the restored B never ends on them: each
     # recheck is cut by its time limit, which says nothing of B. It runs CHECK_ATTEMPTS times,
     # then counts as done; B stands.
-    run = tmp_path / "run"
-    shutil.copytree(searched, run)
-    _, grand, parent, _ = _plant_chain(run, wrong_in="parent, grand hangs")
+    run, (_, grand, parent, _) = _chain_run(searched, tmp_path, "parent, grand hangs")
     reporter, checks = _go_on(run, eval_timeout_s=25.0)
     assert [(c.parent_sha, c.outcome, c.parent_failed, c.infrastructure) for c in checks] == [
         (parent, "incorrect", True, False),
@@ -366,9 +370,7 @@ def test_a_restored_frontier_whose_code_raises_on_the_inputs_is_demoted_too(
     # P is demoted for failing its child's inputs; the restored B raises on them: its own
     # code's failure there, not the judge's silence, so B goes too and the frontier before B,
     # which passes them, stands.
-    run = tmp_path / "run"
-    shutil.copytree(searched, run)
-    before, grand, parent, _ = _plant_chain(run, wrong_in="parent, grand raises")
+    run, (before, grand, parent, _) = _chain_run(searched, tmp_path, "parent, grand raises")
     reporter, checks = _go_on(run)
     assert [(c.parent_sha, c.outcome, c.parent_failed, c.infrastructure) for c in checks] == [
         (parent, "incorrect", True, False),
@@ -388,9 +390,7 @@ def test_inputs_that_demoted_a_frontier_judge_every_later_sweep(
 ) -> None:
     # After B and P are demoted on FAILED_INPUTS, a candidate wrong on exactly those inputs
     # (and right on every fresh one) fails its sweep there.
-    run = tmp_path / "run"
-    shutil.copytree(searched, run)
-    before, *_ = _plant_chain(run, wrong_in="grand")
+    run, (before, *_) = _chain_run(searched, tmp_path, "grand")
     _go_on(run)
     repo = git.Repo(run / "repo")
     source = repo.git.show(f"{before}:candidate.py")
