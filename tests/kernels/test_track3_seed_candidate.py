@@ -404,3 +404,30 @@ def test_cuda_runs_the_out_dtype_gemms_and_they_agree_with_the_fallback(
         torch.backends.cuda.matmul.allow_tf32 = True
     assert native.dtype == torch.float32
     assert torch.allclose(native, exact, rtol=1e-5, atol=1e-4)
+
+
+def test_a_compiled_trace_of_the_folded_score_scale_reads_no_uninitialized_input(
+    track3_seed: ModuleType,
+) -> None:
+    """Inductor's Triton baddbmm template multiplies its input by beta=0, so the eager form's
+    torch.empty input would be read there (NaN or inf in it: NaN scores). The trace of the
+    torch path with score_scale=baddbmm holds no baddbmm, and it still computes the same."""
+    cfg = CONFIGS["cpu-2"]
+    x, mask = generate_inputs(cfg, 1234, 0.25, 1.0, "cpu")
+    reference = build_reference_model(cfg, "cpu", seed=1234)
+    model = candidate(track3_seed, "cpu-2", reference, {"score_scale": "baddbmm"})
+    traced: list[str] = []
+
+    def recording_backend(graph: torch.fx.GraphModule, example_inputs: Any) -> Any:
+        traced.extend(str(node.target) for node in graph.graph.nodes)
+        return graph.forward
+
+    torch._dynamo.reset()
+    compiled = torch.compile(model._layers, backend=recording_backend, dynamic=False)
+    with torch.no_grad():
+        got = compiled(x, mask)
+        want = model._layers(x, mask)
+    torch._dynamo.reset()
+    assert any("bmm" in target or "matmul" in target for target in traced), traced
+    assert not any("baddbmm" in target for target in traced), traced
+    assert count_failures(got, want, TOL)[0] == 0
