@@ -86,7 +86,14 @@ RUN17_TORCH_PATH = {
     "attention": "sdpa",
     "score_scale": "baddbmm",
 }
+# Run 20's step 13: the fp32 torch path with the folded score scale (explicit attention, whose
+# baddbmm Inductor's Triton template lowered reading its uninitialized input), compiled.
+RUN20_STEP13 = {"fused_kernel": "none", "score_scale": "baddbmm"}
 COMPILE_VARIANTS = {
+    "fp32 torch path, baddbmm, compile max-autotune-no-cudagraphs": {
+        **RUN20_STEP13,
+        "whole_model_compile": "max-autotune-no-cudagraphs",
+    },
     "run 17 torch path": RUN17_TORCH_PATH,
     **{
         f"run 17 torch path, compile {mode}": {**RUN17_TORCH_PATH, "whole_model_compile": mode}
