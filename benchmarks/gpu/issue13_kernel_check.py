@@ -210,7 +210,19 @@ def check(
         x, mask = generate_inputs(config, 1234 + 100000, 0.0, 1.0, "cuda")
         calls = {"eager": lambda: reference(x, mask), "variant": lambda: model(x, mask)}
         medians = organizer_medians(calls, cuda=True)
+    if model.fused_refused:
+        # Triton refused the schedule at launch and the torch path ran instead: the row is
+        # that path's (run on 2026-12-07: config 13 at 0% of the tolerance, 0.95x eager).
+        raise FusedRefused(f"fused kernels refused at launch, {fallback_timing(medians)}")
     return failed, worst, used, medians["eager"], medians["variant"]
+
+
+class FusedRefused(Exception):
+    """The variant's fused kernels did not run: what was timed is the fallback."""
+
+
+def fallback_timing(medians: dict[str, float]) -> str:
+    return f"the torch path ran: {medians['variant']:.4f} ms vs eager {medians['eager']:.4f} ms"
 
 
 def main() -> None:

@@ -44,8 +44,13 @@ def kernel_resources(module_name: str, seen: set[int]) -> list[str]:
                     continue
                 seen.add(id(kernel))
                 meta = kernel.metadata
+                # A kernel refused at its first launch (too much shared memory) is compiled but
+                # never loaded: Triton sets its register counts only when it loads one.
+                regs = getattr(kernel, "n_regs", None)
+                loaded = "never loaded" if regs is None else f"{regs} regs"
+                spills = getattr(kernel, "n_spills", None)
                 found.append(
-                    f"{name}: {kernel.n_regs} regs, {kernel.n_spills} spills, "
+                    f"{name}: {loaded}, {spills if spills is not None else '?'} spills, "
                     f"{meta.shared} B shared, {meta.num_warps} warps"
                 )
     return found
