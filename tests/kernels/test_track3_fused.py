@@ -8,7 +8,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 import pytest
 
@@ -320,43 +320,85 @@ def test_split_boundary_honours_the_schedule_and_ieee_operands() -> None:
     assert {(b["BM"], b["BN"], b["BF"]) for b in blocks} == {(16, 16, 16)}
 
 
+def _refusing_seed(name: str, monkeypatch: pytest.MonkeyPatch, most_keys: int) -> Any:
+    """The seed whose fused launches the device refuses above `most_keys` keys per block (the
+    refusal is the device's edge; what launches returns a marker, 7.0 everywhere), and the
+    key blocks it was asked for, in order."""
+    import torch
+    from triton.runtime.errors import OutOfResources
+
+    seed = load_candidate(track3_workload().seed_entry(), name)
+    fused, candidate = sys.modules[f"{name}.fused"], sys.modules[f"{name}.candidate"]
+    asked: list[int] = []
+
+    def launch(
+        model: object, packs: object, x: torch.Tensor, mask: object, keys_cap: int | None = None
+    ) -> torch.Tensor:
+        asked.append(fused.fused_meta(model, x, keys_cap)["blocks"]["BN"])
+        if asked[-1] > most_keys:
+            raise OutOfResources(262144, 232448, "shared memory")
+        return torch.full_like(x, 7.0)
+
+    monkeypatch.setattr(fused, "fused_forward", launch)
+    monkeypatch.setattr(candidate, "fused_fits", lambda model, x: True)
+    return seed, asked
+
+
 def test_a_launch_the_device_refuses_falls_back_to_the_torch_path(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     import torch
-    from triton.runtime.errors import OutOfResources
 
     from kernels.track3 import CONFIGS, generate_inputs
     from kernels.track3.reference import build_reference_model
 
-    seed = load_candidate(track3_workload().seed_entry(), "refused_seed")
-    fused, candidate = sys.modules["refused_seed.fused"], sys.modules["refused_seed.candidate"]
-    launches: list[tuple[int, ...]] = []
-
-    def refuse(model: object, packs: object, x: torch.Tensor, mask: object) -> torch.Tensor:
-        launches.append(tuple(x.shape))
-        raise OutOfResources(262144, 232448, "shared memory")
-
-    monkeypatch.setattr(fused, "fused_forward", refuse)
-    monkeypatch.setattr(candidate, "fused_fits", lambda model, x: True)
     config = CONFIGS["2"]
     reference = build_reference_model(config, device="cpu", seed=1234)
-    model = seed.OptimizedTransformer(config, {"fused_kernel": "triton"})
-    model.load_state_dict(reference.state_dict(), strict=True)
     x, _ = generate_inputs(config, 1234, 0.0, 1.0, "cpu")
-    with torch.no_grad():
-        want = reference(x, valid_token_mask=None)
-        first, second = model(x), model(x)
-    assert torch.allclose(first, want, atol=1e-5) and torch.equal(first, second)
-    assert launches == [tuple(x.shape)], "a refused schedule is tried once per sizes and regime"
+    for tunables, asked_for in (
+        ({"fused_kernel": "triton", "fused_keys": "64"}, [64]),  # a value set: no other tried
+        ({"fused_kernel": "triton"}, [64, 32, 16]),  # auto: halved down to the least tile
+    ):
+        seed, asked = _refusing_seed("refused_seed", monkeypatch, most_keys=0)
+        model = seed.OptimizedTransformer(config, tunables)
+        model.load_state_dict(reference.state_dict(), strict=True)
+        with torch.no_grad():
+            want = reference(x, valid_token_mask=None)
+            first, second = model(x), model(x)
+        assert torch.allclose(first, want, atol=1e-5) and torch.equal(first, second)
+        assert asked == asked_for, "a refused schedule is tried once per sizes and regime"
 
-    def broken(model: object, packs: object, x: torch.Tensor, mask: object) -> torch.Tensor:
+    def broken(model: object, packs: object, x: torch.Tensor, *args: object) -> torch.Tensor:
         raise RuntimeError("a real kernel bug")
 
-    monkeypatch.setattr(fused, "fused_forward", broken)
+    monkeypatch.setattr(sys.modules["refused_seed.fused"], "fused_forward", broken)
     fresh = seed.OptimizedTransformer(config, {"fused_kernel": "triton"})
     with pytest.raises(RuntimeError, match="real kernel bug"), torch.no_grad():
         fresh(x)  # anything but a refusal still fails the candidate
+
+
+def test_an_auto_key_block_the_device_refuses_is_halved_and_kept(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Looped heads with a normalized softmax ask for every key in one block (the auto rule
+    bounds registers, not shared memory); refused, the block is halved until a launch is
+    taken, and later calls of those sizes start from the block that was taken."""
+    import torch
+
+    from kernels.track3 import CONFIGS, generate_inputs
+    from kernels.track3.reference import build_reference_model
+
+    config = CONFIGS["2"]  # 128 keys: the normalized softmax's one block holds them all
+    seed, asked = _refusing_seed("halved_seed", monkeypatch, most_keys=32)
+    tunables = {"fused_kernel": "triton", "fused_heads": "looped", "fused_softmax": "normalized"}
+    model = seed.OptimizedTransformer(config, tunables)
+    model.load_state_dict(build_reference_model(config, "cpu", seed=1234).state_dict())
+    x, _ = generate_inputs(config, 1234, 0.0, 1.0, "cpu")
+    with torch.no_grad():
+        first, second = model(x), model(x)
+    assert torch.equal(first, torch.full_like(x, 7.0)) and torch.equal(second, first)
+    assert asked == [128, 64, 32, 32], asked
+    assert not model.fused_refused
 
 
 READS_SCRIPT = r"""

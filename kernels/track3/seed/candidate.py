@@ -225,6 +225,7 @@ class OptimizedTransformer(nn.Module):
         self._graphs = GraphCache()
         self._fused = DerivedCache()
         self.fused_refused: set[tuple[object, ...]] = set()  # (sizes, regime) Triton refused
+        self.fused_key_caps: dict[tuple[object, ...], int] = {}  # auto key blocks it took
         self._compiled: Any = None
 
     def _packs(self) -> tuple[torch.Tensor, torch.Tensor]:

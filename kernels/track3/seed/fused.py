@@ -131,8 +131,9 @@ def block_rows(model: Any, x: torch.Tensor, tile_heads: int) -> int:
     return rows
 
 
-def fused_meta(model: Any, x: torch.Tensor) -> dict[str, Any]:
-    """Compile-time shape of the fused kernels and their launch shape for this input."""
+def fused_meta(model: Any, x: torch.Tensor, keys_cap: int | None = None) -> dict[str, Any]:
+    """Compile-time shape of the fused kernels and their launch shape for this input (an
+    auto key block at most keys_cap: what a device that refused a larger one takes)."""
     batch, seq, width = x.shape
     first = model.layers[0]
     heads, ffn = first.attention.num_heads, first.ffn_in.out_features
@@ -148,6 +149,7 @@ def fused_meta(model: Any, x: torch.Tensor) -> dict[str, Any]:
     keys_auto = min(64, keys_most)
     if tunables["fused_softmax"] == "normalized" and keys_most >= _next_pow2(seq):
         keys_auto = keys_most  # every key in one block: the normalized softmax in one pass
+    keys_auto = keys_auto if keys_cap is None else min(keys_auto, keys_cap)
     ffn_most = max(MIN_TILE, _next_pow2(ffn))
     return {
         "shape": {"D": width, "H_PAD": heads_pad, "DH_PAD": head_pad, "D_PAD": width_pad},
@@ -203,12 +205,16 @@ def _layer_args(
 
 
 def fused_forward(
-    model: Any, packs: tuple[torch.Tensor, torch.Tensor], x: torch.Tensor, mask: torch.Tensor | None
+    model: Any,
+    packs: tuple[torch.Tensor, torch.Tensor],
+    x: torch.Tensor,
+    mask: torch.Tensor | None,
+    keys_cap: int | None = None,
 ) -> torch.Tensor:
     """The whole forward as L+1 Triton launches (first K/V, then one per layer), or 2L+1 with
     fused_boundary=separate (two per layer)."""
     vec, mat = packs
-    meta = fused_meta(model, x)
+    meta = fused_meta(model, x, keys_cap)
     shape, blocks, grid, warps = meta["shape"], meta["blocks"], meta["grid"], meta["warps"]
     launch, operands = {"num_warps": warps, **meta["stages"]}, meta["operands"]
     batch, seq, _ = x.shape
@@ -258,19 +264,27 @@ def try_fused_forward(
     x: torch.Tensor,
     mask: torch.Tensor | None,
 ) -> torch.Tensor | None:
-    """fused_forward, or None when the device refuses the launch this input's schedule needs
-    (tiles beyond its shared memory): the caller takes the torch path, and these sizes under
-    this regime are not tried again. A schedule value that cannot apply falls back, never
-    fails."""
+    """fused_forward, or None when the device refuses every launch this input's schedule can
+    take (tiles beyond its shared memory): an auto key block the device refuses is halved and
+    tried again (the auto rule bounds the score tile's registers, not the K/V block's shared
+    memory: a normalized softmax's one block of 1,024 keys was refused on an H100), and the
+    block it took is kept for these sizes; otherwise the caller takes the torch path, and these
+    sizes under this regime are not tried again. A schedule value that cannot apply falls back,
+    never fails."""
     refused: set[tuple[object, ...]] = model.fused_refused
     key = (tuple(x.shape), mask is None, model._regime)
     if key in refused:
         return None
-    try:
-        return fused_forward(model, packs(), x, mask)
-    except LAUNCH_REFUSALS:
-        refused.add(key)
-        return None
+    caps: dict[tuple[object, ...], int] = model.fused_key_caps
+    while True:
+        try:
+            return fused_forward(model, packs(), x, mask, caps.get(key))
+        except LAUNCH_REFUSALS:
+            keys = fused_meta(model, x, caps.get(key))["blocks"]["BN"]
+            if model.tunables["fused_keys"] != "auto" or keys <= MIN_TILE:
+                refused.add(key)
+                return None
+            caps[key] = keys // 2
 
 
 def fused_fits(model: Any, x: torch.Tensor) -> bool:
