@@ -264,13 +264,10 @@ def try_fused_forward(
     x: torch.Tensor,
     mask: torch.Tensor | None,
 ) -> torch.Tensor | None:
-    """fused_forward, or None when the device refuses every launch this input's schedule can
-    take (tiles beyond its shared memory): an auto key block the device refuses is halved and
-    tried again (the auto rule bounds the score tile's registers, not the K/V block's shared
-    memory: a normalized softmax's one block of 1,024 keys was refused on an H100), and the
-    block it took is kept for these sizes; otherwise the caller takes the torch path, and these
-    sizes under this regime are not tried again. A schedule value that cannot apply falls back,
-    never fails."""
+    """fused_forward, or None (the caller takes the torch path, and these sizes under this
+    regime are not tried again) when the device refuses the launch (tiles beyond its shared
+    memory). A refused auto key block is halved until one launches, kept for these sizes: auto
+    bounds registers, not shared memory (an H100 refused 1,024 keys in one block)."""
     refused: set[tuple[object, ...]] = model.fused_refused
     key = (tuple(x.shape), mask is None, model._regime)
     if key in refused:
