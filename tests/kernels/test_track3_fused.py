@@ -366,7 +366,7 @@ def test_a_launch_the_device_refuses_falls_back_to_the_torch_path(
             want = reference(x, valid_token_mask=None)
             first, second = model(x), model(x)
         assert torch.allclose(first, want, atol=1e-5) and torch.equal(first, second)
-        assert asked == asked_for, "a refused schedule is tried once per sizes and regime"
+        assert asked == asked_for, "each schedule is tried once per sizes and regime"
 
     def broken(model: object, packs: object, x: torch.Tensor, *args: object) -> torch.Tensor:
         raise RuntimeError("a real kernel bug")
