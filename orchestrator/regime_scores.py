@@ -133,14 +133,53 @@ def inherited_failures(ledger: Ledger) -> dict[str, set[str]]:
     return failed
 
 
+def _checks(ledger: Ledger) -> list[InheritedCheck]:
+    return [
+        InheritedCheck.model_validate(event.record.payload)
+        for event in ledger.events(EventKind.INHERITED_CHECK.value)
+    ]
+
+
+def unproven_configs(
+    summaries: list[EvaluationSummary], checks: list[InheritedCheck]
+) -> dict[str, set[str]]:
+    """Per candidate, the configs where inputs that demoted a frontier were recorded and it
+    was never judged correct on any of them (judged before they were found, say). Run 20's
+    composition, replayed on its final ledger, served config 6 by a candidate judged before
+    them, with the fused code that failed them in every frontier that ran it: a pass on
+    other inputs is no evidence against a failure already seen."""
+    demoting: dict[str, set[int]] = {}  # config -> seeds of the inputs that demoted there
+    judged: dict[str, dict[str, set[int]]] = {}  # sha -> config -> seeds it passed there
+    for check in checks:
+        seeds = {trial.seed for trial in check.trials}
+        if check.parent_failed and not check.recheck_of:
+            for config in check.configs:
+                demoting.setdefault(config, set()).update(seeds)
+        elif not check.parent_failed and not check.infrastructure:
+            for config in check.configs:
+                judged.setdefault(check.parent_sha, {}).setdefault(config, set()).update(seeds)
+    for summary in summaries:
+        for digest in summary.configs:
+            if digest.correct:
+                by_config = judged.setdefault(summary.sha, {})
+                by_config.setdefault(digest.config_id, set()).update(summary.trial_seeds)
+    return {
+        sha: {c for c, seeds in demoting.items() if not seeds & by_config.get(c, set())}
+        for sha, by_config in judged.items()
+    }
+
+
 def measured_scores(ledger: Ledger, anchor: str) -> dict[str, dict[str, Score]]:
     """Speedup over the baseline per candidate and config where it was judged correct: its
     paired ratios chained to the anchor (screens and sweeps, untainted), times the anchor's
     own paired ratio to the baseline. Every variant is thereby read against the same
     baseline measurement, not each against its own sweep's, and on one device (the one that
     measured most: variants only another device measured are not scored)."""
-    edges, correct = _read(_summaries(ledger))
+    summaries = _summaries(ledger)
+    edges, correct = _read(summaries)
     for sha, configs in inherited_failures(ledger).items():
+        correct.get(sha, set()).difference_update(configs)
+    for sha, configs in unproven_configs(summaries, _checks(ledger)).items():
         correct.get(sha, set()).difference_update(configs)
     scores: dict[str, dict[str, Score]] = {}
     for config, graph in edges.items():

@@ -204,3 +204,38 @@ def test_a_config_its_child_showed_it_failing_is_not_scored(ledger: Ledger) -> N
     ledger.append(check.to_event(EventKind.INHERITED_CHECK))
     scores = measured_scores(ledger, anchor=F)
     assert "c2" not in scores[X] and "c1" in scores[X]
+
+
+def test_where_inputs_demoted_a_frontier_only_candidates_judged_on_them_are_scored(
+    ledger: Ledger,
+) -> None:
+    """Inputs that demoted a frontier on c2 (seed 7): F and X were judged before they were
+    found (seed 1 only), so c2 is no longer theirs to serve, c1 still is; X judged again
+    with them, and F passing its recheck on them, serve c2 again."""
+    Z = "c" * 40
+    demoted = InheritedCheck(
+        step=5,
+        child_sha=Y,
+        parent_sha=Z,
+        configs=["c2"],
+        trials=[TrialSpec(seed=7, padding_ratio=0.25, input_scale=0.5)],
+        outcome="incorrect",
+        parent_failed=True,
+        message="failed correctness on configs ['c2']",
+    )
+    ledger.append(demoted.to_event(EventKind.INHERITED_CHECK))
+    scores = measured_scores(ledger, anchor=F)
+    assert "c2" not in scores[X] and "c2" not in scores[F] and "c1" in scores[X]
+    again = summary(X, Stage.SCREEN, {"parent": F}, {"c2": [ratio("parent", 1.0)]})
+    recheck = demoted.model_copy(
+        update={"parent_sha": F, "parent_failed": False, "recheck_of": [5], "outcome": "passed"}
+    )
+    ledger.append_many(
+        [
+            again.model_copy(update={"trial_seeds": [1, 7]}).to_event(EventKind.EVALUATION),
+            recheck.to_event(EventKind.INHERITED_CHECK),
+        ]
+    )
+    scores = measured_scores(ledger, anchor=F)
+    assert scores[F]["c2"].median == pytest.approx(2.0)
+    assert scores[X]["c2"].median == pytest.approx(2.0)
