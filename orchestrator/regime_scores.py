@@ -126,14 +126,14 @@ def inherited_failures(ledger: Ledger) -> dict[str, set[str]]:
     """Configs each candidate failed when judged on the inputs its child failed there with its
     code (orchestrator/inherited.py): no more correct there than where it failed itself."""
     failed: dict[str, set[str]] = {}
-    for event in ledger.events(EventKind.INHERITED_CHECK.value):
-        check = InheritedCheck.model_validate(event.record.payload)
+    for check in _checks(ledger):
         if check.parent_failed:
             failed.setdefault(check.parent_sha, set()).update(check.configs)
     return failed
 
 
 def _checks(ledger: Ledger) -> list[InheritedCheck]:
+    """Every inherited check and recheck the ledger holds, in order."""
     return [
         InheritedCheck.model_validate(event.record.payload)
         for event in ledger.events(EventKind.INHERITED_CHECK.value)
