@@ -239,11 +239,10 @@ def _check_frontier_inputs(ctx: LoopContext, state: SearchState) -> bool:
     return False
 
 
-def _before_stopping(ctx: LoopContext, state: SearchState) -> None:
-    """What a frontier still needs when the search ends: the verification no later sweep
-    carried, the inputs that failed its children with its code or demoted earlier frontiers
-    (each check may demote it: then the next one's), and (once per frontier, its configs
-    cost minutes each) feasibility."""
+def _closing_checks(ctx: LoopContext, state: SearchState) -> None:
+    """The verification no later sweep carried, then the inputs that failed the frontier's
+    children with its code or demoted earlier frontiers (each check may demote it: then the
+    next one's)."""
     pending = state.pending_verification() if ctx.settings.verify_frontier else None
     if pending is not None:
         verify_frontier(on_first_device(ctx), pending[0], pending[1], state.next_step)
@@ -251,7 +250,66 @@ def _before_stopping(ctx: LoopContext, state: SearchState) -> None:
     # Each check marks its inputs checked for the candidate it judged: this ends.
     while _check_frontier_inputs(ctx, state):
         state = current_state(ctx)
-    due = feasibility_due(ctx, state)
+
+
+def _demoted_since_last_step(ctx: LoopContext) -> bool:
+    """A frontier was demoted after the last step started (no step could build on what
+    stands again)."""
+    starts = ctx.ledger.events(EventKind.STEP_STARTED.value)
+    after = starts[-1].seq if starts else 0
+    return bool(ctx.ledger.events(EventKind.FRONTIER_DEMOTED.value, after_seq=after))
+
+
+def _closing_composition(ctx: LoopContext, stop: StopSignal) -> bool:
+    """One composition step past the budget when a frontier was demoted after the last step
+    (by the checks between steps or the closing ones) and the run's results call for one;
+    True when it ran. Without it the run ends on whatever frontier stands again: run 20 (H100)
+    demoted its fused frontiers for one config after its minutes and exported a 3.6x torch
+    path where a composition serving that config by a variant proven on the demoting inputs
+    was predicted at 19.75x from its own measurements."""
+    if stop.requested or not _demoted_since_last_step(ctx):
+        return False
+    state = current_state(ctx)
+    plan = composition_plan(ctx, state)
+    if plan is None:
+        return False
+    started = composition_step(state, plan)
+    ctx.ledger.append(started.to_event(EventKind.STEP_STARTED))
+    ctx.reporter.line(
+        "a frontier was demoted after the last step: one step past the budget, "
+        + _describe_start(state, started)
+    )
+    _finish_open_steps(ctx, stop)
+    return True
+
+
+def _dispatcher(ctx: LoopContext) -> Dispatcher:
+    """The step pipeline over the run's devices (one judging here when it has none)."""
+    return Dispatcher(ctx, list(ctx.workers) or [DeviceWorker(ctx.judging, ctx.noise_floor)])
+
+
+def _finish_open_steps(ctx: LoopContext, stop: StopSignal) -> None:
+    """Run the open steps to their verdicts, starting none (a stop leaves them open: a
+    resumed run finishes them)."""
+    dispatcher = _dispatcher(ctx)
+    state_now = StateCache(ctx)
+    while True:
+        state = state_now()
+        if not stop.requested and dispatcher.dispatch(state):
+            continue
+        if not dispatcher.running and (stop.requested or not state.open_steps):
+            return
+        dispatcher.collect(state_now)
+
+
+def _before_stopping(ctx: LoopContext, stop: StopSignal) -> None:
+    """What a frontier still needs when the search ends: the closing checks, a composition
+    when a frontier was demoted after the last step (and its checks), and (once per
+    frontier, its configs cost minutes each) feasibility."""
+    _closing_checks(ctx, current_state(ctx))
+    if _closing_composition(ctx, stop):
+        _closing_checks(ctx, current_state(ctx))
+    due = feasibility_due(ctx, current_state(ctx))
     if due is not None:
         check_feasibility(on_first_device(ctx), due)
 
@@ -284,7 +342,7 @@ def _between_steps_due(ctx: LoopContext, state: SearchState) -> bool:
 def _search(ctx: LoopContext, stop: StopSignal, invocation: Invocation) -> tuple[str, int]:
     """Steps until a budget ends or a stop is asked for: open steps advance on free devices
     and expanders, new ones start while the pipeline has room; (reason, steps closed)."""
-    dispatcher = Dispatcher(ctx, list(ctx.workers) or [DeviceWorker(ctx.judging, ctx.noise_floor)])
+    dispatcher = _dispatcher(ctx)
     state_now = StateCache(ctx)
     closed_before = sum(step.closed for step in state_now().steps.values())
     reason = "budget"
@@ -341,7 +399,7 @@ def run_loop(ctx: LoopContext, stop: StopSignal) -> RunSummary:
         reason = str(exc)
         drain_llm_calls(ctx, state.next_step)
     if reason != "interrupted":
-        _before_stopping(ctx, current_state(ctx))
+        _before_stopping(ctx, stop)
     elapsed = invocation.elapsed_s()
     stopped = RunStopped(reason=reason, steps_this_invocation=steps_done, elapsed_s=elapsed)
     ctx.ledger.append(stopped.to_event(EventKind.RUN_STOPPED))
