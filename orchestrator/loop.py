@@ -279,7 +279,7 @@ def _closing_composition(ctx: LoopContext, stop: StopSignal) -> bool:
         "a frontier was demoted after the last step: one step past the budget, "
         + _describe_start(state, started)
     )
-    _finish_open_steps(ctx, stop)
+    _finish_step(ctx, stop, started.step)
     return True
 
 
@@ -288,16 +288,17 @@ def _dispatcher(ctx: LoopContext) -> Dispatcher:
     return Dispatcher(ctx, list(ctx.workers) or [DeviceWorker(ctx.judging, ctx.noise_floor)])
 
 
-def _finish_open_steps(ctx: LoopContext, stop: StopSignal) -> None:
-    """Run the open steps to their verdicts, starting none (a stop leaves them open: a
-    resumed run finishes them)."""
+def _finish_step(ctx: LoopContext, stop: StopSignal, number: int) -> None:
+    """Run step `number` to its verdict, and no other (a step an LLM budget left open stays
+    open for a resumed run; a stop leaves this one open too)."""
     dispatcher = _dispatcher(ctx)
     state_now = StateCache(ctx)
     while True:
         state = state_now()
-        if not stop.requested and dispatcher.dispatch(state):
+        if not stop.requested and dispatcher.dispatch(state, only=number):
             continue
-        if not dispatcher.running and (stop.requested or not state.open_steps):
+        done = number not in {step.started.step for step in state.open_steps}
+        if not dispatcher.running and (stop.requested or done):
             return
         dispatcher.collect(state_now)
 

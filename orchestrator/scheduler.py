@@ -109,12 +109,13 @@ class Dispatcher:
         """A new step would find an expander free and the pipeline not full."""
         return self.free_expanders > 0 and len(state.open_steps) < self.capacity
 
-    def dispatch(self, state: SearchState) -> bool:
-        """Start the next stage of each open step that waits and has a free resource; True
-        when a stage ran inline here (the ledger changed: derive the state again)."""
+    def dispatch(self, state: SearchState, only: int | None = None) -> bool:
+        """Start the next stage of each open step (or only step `only`) that waits and has a
+        free resource; True when a stage ran inline here (the ledger changed: derive the state
+        again)."""
         for step in state.open_steps:
             number = step.started.step
-            if number in self.running:
+            if number in self.running or only not in (None, number):
                 continue
             if step.sha is None:
                 if step.started.composition is not None:

@@ -56,6 +56,25 @@ def test_a_sweep_whose_frontier_moved_is_kept_without_a_verdict_and_measured_aga
     ctx.ledger.close()
 
 
+@pytest.mark.slow
+def test_a_dispatch_for_one_step_leaves_every_other_open_step_waiting(tmp_path: Path) -> None:
+    # The closing composition runs its own step only: a step an LLM budget left open stays
+    # open for a resumed run instead of spending what is no longer there.
+    ctx = service.prepare_run(fast_settings(tmp_path / "run"), ListReporter()).ctx
+    state = ensure_seed(ctx, current_state(ctx))
+    for _ in range(2):
+        ctx.ledger.append(choose_step(ctx, current_state(ctx)).to_event(EventKind.STEP_STARTED))
+    dispatcher = Dispatcher(ctx, [DeviceWorker(ctx.judging, 0.01)])
+    assert not dispatcher.dispatch(current_state(ctx), only=2)
+    assert set(dispatcher.running) == {2}
+    while dispatcher.running:
+        dispatcher.collect(lambda: current_state(ctx))
+    state = current_state(ctx)
+    assert state.steps[2].sha is not None and state.steps[1].sha is None
+    assert [s.started.step for s in state.open_steps] == [1, 2]  # 2 waits for its checks
+    ctx.ledger.close()
+
+
 def _state_with_open_steps(expanding: int, candidates: int) -> SearchState:
     state = SearchState()
     for number in range(1, expanding + 1):
