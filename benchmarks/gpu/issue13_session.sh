@@ -33,6 +33,9 @@
 # A resume whose MINUTES end inside the call then checks the frontier on config 14 (129 s on the
 # H200 in run 17; past 147 s on an H100 in run 19): set KILL_S at least that far past the run's
 # end, or the abort cuts the check and the frontier is exported unchecked (run 19's was).
+# A frontier demoted after the run's last step (a refuted verification, a failed recheck) can
+# add one composition step past MINUTES before that check (a screen, a sweep and its
+# verification: one to three minutes on these cards): leave room for it in KILL_S too.
 # A run stopped by its MINUTES checks its frontier on config 14 before it exits; one stopped by
 # the STOP_S signal does not, and its export is then marked unchecked. Before either, the
 # frontier is judged on the inputs that demoted earlier frontiers (a few seconds a check; a
