@@ -4,6 +4,8 @@ frontier that stands again, never when nothing was demoted (real matchain run, r
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import git
@@ -97,6 +99,12 @@ def test_a_budget_that_ends_with_nothing_demoted_composes_nothing(
         state = derive_state(ledger)
     assert [c.agent for c in state.candidates.values()] == ["seed", "offline"]
     assert not any("past the budget" in line for line in reporter.lines)
+    # Due indeed (else this would hold whatever the loop did): the loop's own planner says so.
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "composition_replay.py"
+    replay = subprocess.run(
+        [sys.executable, str(script), str(run)], capture_output=True, text=True, check=True
+    )
+    assert "no composition due" not in replay.stdout, replay.stdout
 
 
 def test_a_frontier_demoted_after_the_budget_is_followed_by_one_composition(
